@@ -1,0 +1,74 @@
+# make run: set up and start the service with a demo tenant; make test: the whole suite.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PORT ?= 5000
+RUNTIME_TOKEN ?= dev-runtime-token
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+PG_DEFAULT := postgresql://postgres@127.0.0.1:5432/test
+export FLASK_APP := wsgi
+export TEST_REDIS_URL
+
+.PHONY: run test test-postgres lint soak bench install install-dev clean
+
+$(BIN)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed: make PYTHON=python3.12 ...")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(BIN)/.installed-dev: $(BIN)/.installed
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(BIN)/.installed
+install-dev: $(BIN)/.installed-dev
+
+run: install
+	$(BIN)/flask db upgrade
+	$(BIN)/flask demo
+	@echo "Runtime API token (Authorization: Bearer ...): $(RUNTIME_TOKEN)"
+	RUNTIME_TOKEN=$(RUNTIME_TOKEN) ALLOW_PRIVATE_URLS=$${ALLOW_PRIVATE_URLS:-1} \
+		$(BIN)/flask run --host 127.0.0.1 --port $(PORT)
+
+lint: install-dev
+	$(BIN)/ruff check app tests bench worker.py wsgi.py
+	$(BIN)/ruff format --check app tests bench worker.py wsgi.py
+
+test: install-dev lint
+	@$(BIN)/python -c "import redis, sys; redis.Redis.from_url('$(TEST_REDIS_URL)', socket_connect_timeout=2).ping()" 2>/dev/null || { \
+		echo "make test needs Redis at $(TEST_REDIS_URL) (set TEST_REDIS_URL to use another)."; \
+		echo "Install and start it: apt-get install redis-server && redis-server --daemonize yes"; \
+		exit 1; }
+	$(BIN)/pytest -m "not soak"
+	@$(MAKE) --no-print-directory test-postgres
+
+# The suite again on PostgreSQL: TEST_DATABASE_URL when set (then it must answer),
+# else the local server when one answers.
+test-postgres: install-dev
+	@url="$${TEST_DATABASE_URL:-}"; \
+	if [ -z "$$url" ]; then \
+		if $(BIN)/python -c "import psycopg2; psycopg2.connect('$(PG_DEFAULT)', connect_timeout=2).close()" 2>/dev/null; then \
+			url="$(PG_DEFAULT)"; \
+		else \
+			echo "PostgreSQL pass skipped: nothing answers at $(PG_DEFAULT) (set TEST_DATABASE_URL to run it)."; \
+			exit 0; \
+		fi; \
+	fi; \
+	$(BIN)/python -c "import psycopg2, sys; psycopg2.connect(sys.argv[1], connect_timeout=3).close()" "$$url" || { \
+		echo "TEST_DATABASE_URL=$$url does not answer: start PostgreSQL or unset it."; exit 1; }; \
+	echo "PostgreSQL pass against $$url"; \
+	TEST_DATABASE_URL="$$url" $(BIN)/pytest -m "not soak and not sqlite_only"
+
+soak: install-dev
+	$(BIN)/pytest -m soak
+
+bench: install-dev
+	@for script in bench/*.py; do \
+		case "$$script" in */seed.py|*/_*) continue;; esac; \
+		echo "== $$script"; $(BIN)/python "$$script" || exit 1; \
+	done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis

@@ -1,0 +1,84 @@
+"""Voice Agent Management API: the application factory."""
+
+import logging
+import os
+from typing import Any
+
+from flask import Flask, g
+
+from app import config as default_config
+from app import db, errors
+from app.extensions import api
+from app.util import new_id
+
+log = logging.getLogger(__name__)
+
+TRUE_WORDS = {"1", "true", "yes", "on"}
+
+
+def load_environment(config: dict[str, Any]) -> None:
+    """Environment variables override every documented setting of app/config.py."""
+    for name in dir(default_config):
+        if not name.isupper() or name not in os.environ:
+            continue
+        raw = os.environ[name]
+        default = getattr(default_config, name)
+        if isinstance(default, bool):
+            config[name] = raw.strip().lower() in TRUE_WORDS
+        elif isinstance(default, int):
+            config[name] = int(raw)
+        else:
+            config[name] = raw or None
+
+
+def finish_config(config: dict[str, Any]) -> None:
+    if not config.get("QUEUE_MODE"):
+        config["QUEUE_MODE"] = "rq" if config.get("REDIS_URL") else "inline"
+    if config["QUEUE_MODE"] not in ("rq", "inline"):
+        raise RuntimeError("QUEUE_MODE must be rq or inline.")
+    if config["QUEUE_MODE"] == "rq" and not config.get("REDIS_URL"):
+        raise RuntimeError("QUEUE_MODE=rq needs REDIS_URL.")
+
+
+def create_app(test_config: dict[str, Any] | None = None) -> Flask:
+    """Build the app: defaults, then instance/config.py, then environment, then test_config."""
+    app = Flask(__name__, instance_relative_config=True)
+    app.config.from_object(default_config)
+    app.config.from_pyfile("config.py", silent=True)
+    load_environment(app.config)
+    if test_config is not None:
+        app.config.from_mapping(test_config)
+    finish_config(app.config)
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    if not app.debug and not logging.getLogger().handlers:
+        logging.basicConfig(
+            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+        )
+    logging.getLogger("peewee_migrate").setLevel(logging.WARNING)
+
+    db.init_app(app)
+    register_request_id(app)
+    api.init_app(app)
+    errors.init_app(app)
+
+    from app.resources import register_blueprints
+
+    register_blueprints(api)
+
+    from app import cli
+
+    cli.init_app(app)
+    return app
+
+
+def register_request_id(app: Flask) -> None:
+    """Every response carries X-Request-Id; error bodies repeat it as requestId."""
+
+    @app.before_request
+    def assign_request_id() -> None:
+        g.request_id = new_id("req")
+
+    @app.after_request
+    def add_request_id(response):
+        response.headers["X-Request-Id"] = g.get("request_id") or new_id("req")
+        return response

@@ -1,0 +1,216 @@
+"""Admin CLI: flask tenants / keys / numbers / credits / db / demo. Thin wrappers over services."""
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+import click
+from flask import Flask
+from flask.cli import AppGroup
+
+from app import db
+from app.errors import AppError
+from app.services import agents as agent_service
+from app.services import billing
+from app.services import keys as key_service
+from app.services import phone_numbers as number_service
+from app.services import tenants as tenant_service
+from app.util import isoformat
+
+tenants_cli = AppGroup("tenants", help="Create and manage tenants.")
+keys_cli = AppGroup("keys", help="Create, list and revoke API keys.")
+numbers_cli = AppGroup("numbers", help="Provision phone numbers.")
+credits_cli = AppGroup("credits", help="Grant credit minutes.")
+db_cli = AppGroup("db", help="Database schema.")
+
+
+def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn domain errors into one-line messages with exit code 1."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except AppError as exc:
+            raise click.ClickException(exc.message) from None
+
+    return wrapper
+
+
+tenant_option = click.option("--tenant", "tenant_ref", required=True, help="Tenant id or name.")
+
+
+@tenants_cli.command("create")
+@click.argument("name")
+@click.option(
+    "--plan",
+    type=click.Choice(list(tenant_service.PLAN_LIMITS)),
+    default="starter",
+    show_default=True,
+)
+@click.option("--rate-limit", type=int, help="Requests per minute (required for enterprise).")
+@user_errors
+def tenants_create(name: str, plan: str, rate_limit: int | None) -> None:
+    """Create a tenant."""
+    tenant = tenant_service.create_tenant(name=name, plan=plan, rate_limit=rate_limit)
+    click.echo(f"Created tenant {tenant.id} ({tenant.name}, {tenant.plan}).")
+
+
+@tenants_cli.command("list")
+def tenants_list() -> None:
+    """List tenants."""
+    for tenant in tenant_service.list_tenants():
+        limit = tenant_service.rate_limit_of(tenant)
+        click.echo(
+            f"{tenant.id}  {tenant.name}  plan={tenant.plan}  rate={limit}/min  "
+            f"balance={tenant.balance_minutes}min  threshold={tenant.low_balance_threshold}min"
+        )
+
+
+@tenants_cli.command("set-plan")
+@tenant_option
+@click.argument("plan", type=click.Choice(list(tenant_service.PLAN_LIMITS)))
+@click.option("--rate-limit", type=int, help="Requests per minute (required for enterprise).")
+@user_errors
+def tenants_set_plan(tenant_ref: str, plan: str, rate_limit: int | None) -> None:
+    """Change a tenant's plan; takes effect on the next request."""
+    tenant = tenant_service.find_tenant(tenant_ref)
+    tenant_service.set_plan(tenant=tenant, plan=plan, rate_limit=rate_limit)
+    click.echo(f"{tenant.name} is on {plan} ({tenant_service.rate_limit_of(tenant)}/min).")
+
+
+@tenants_cli.command("set-threshold")
+@tenant_option
+@click.argument("minutes", type=int)
+@user_errors
+def tenants_set_threshold(tenant_ref: str, minutes: int) -> None:
+    """Set the balance (minutes) below which credits.low fires."""
+    tenant = tenant_service.find_tenant(tenant_ref)
+    tenant_service.set_threshold(tenant=tenant, minutes=minutes)
+    click.echo(f"{tenant.name}: credits.low fires below {minutes} minutes.")
+
+
+@keys_cli.command("create")
+@tenant_option
+@click.option("--name", required=True, help="What the key is for, e.g. production.")
+@user_errors
+def keys_create(tenant_ref: str, name: str) -> None:
+    """Create an API key and print it once."""
+    tenant = tenant_service.find_tenant(tenant_ref)
+    record, key = key_service.create_key(tenant=tenant, name=name)
+    click.echo(f"Created key {record.id} ({name}) for {tenant.name}. It is shown only once:")
+    click.echo(key)
+
+
+@keys_cli.command("list")
+@tenant_option
+@user_errors
+def keys_list(tenant_ref: str) -> None:
+    """List a tenant's keys (never the keys themselves)."""
+    tenant = tenant_service.find_tenant(tenant_ref)
+    for record in key_service.list_keys(tenant=tenant):
+        state = f"revoked {isoformat(record.revoked_at)}" if record.revoked_at else "active"
+        click.echo(
+            f"{record.id}  {record.name}  {record.prefix}…  created {isoformat(record.created_at)}"
+            f"  last used {isoformat(record.last_used_at) or 'never'}  {state}"
+        )
+
+
+@keys_cli.command("revoke")
+@click.argument("key_id")
+@user_errors
+def keys_revoke(key_id: str) -> None:
+    """Revoke a key; effective on the next request."""
+    record = key_service.revoke_key(key_id=key_id)
+    click.echo(f"Revoked {record.id} ({record.name}).")
+
+
+@numbers_cli.command("add")
+@tenant_option
+@click.argument("number")
+@click.option("--label", default="", help="Free-text label.")
+@user_errors
+def numbers_add(tenant_ref: str, number: str, label: str) -> None:
+    """Provision a phone number (E.164, e.g. +6221555010) for a tenant."""
+    tenant = tenant_service.find_tenant(tenant_ref)
+    record = number_service.add_number(tenant=tenant, display_number=number, label=label)
+    click.echo(f"Added {record.id} {record.display_number} for {tenant.name}.")
+
+
+@numbers_cli.command("list")
+@click.option("--tenant", "tenant_ref", help="Only this tenant's numbers (id or name).")
+@user_errors
+def numbers_list(tenant_ref: str | None) -> None:
+    """List phone numbers."""
+    tenant = tenant_service.find_tenant(tenant_ref) if tenant_ref else None
+    for record in number_service.list_numbers(tenant=tenant):
+        click.echo(
+            f"{record.id}  {record.display_number}  tenant={record.tenant_id}  "
+            f"agent={record.agent_id or '-'}  {record.label}"
+        )
+
+
+@credits_cli.command("grant")
+@tenant_option
+@click.option("--minutes", type=int, required=True, help="Minutes to add.")
+@click.option("--note", default="", help="Ledger description.")
+@user_errors
+def credits_grant(tenant_ref: str, minutes: int, note: str) -> None:
+    """Add purchased minutes (a purchase ledger entry)."""
+    tenant = tenant_service.find_tenant(tenant_ref)
+    entry = billing.grant(tenant=tenant, minutes=minutes, note=note)
+    click.echo(f"Granted {minutes} minutes to {tenant.name}; balance {entry.balance_after}.")
+
+
+@db_cli.command("upgrade")
+def db_upgrade() -> None:
+    """Apply pending schema migrations."""
+    applied = db.upgrade()
+    click.echo(f"Applied {', '.join(applied)}." if applied else "The schema is up to date.")
+
+
+DEMO_TENANT = "demo"
+DEMO_NUMBER = "+6221555010"
+
+
+@click.command("demo")
+@user_errors
+def demo() -> None:
+    """Create (once) a demo tenant, number, agent and 60 minutes; print a fresh key."""
+    db.upgrade()
+    try:
+        tenant = tenant_service.find_tenant(DEMO_TENANT)
+    except AppError:
+        tenant = tenant_service.create_tenant(name=DEMO_TENANT, plan="business")
+        billing.grant(tenant=tenant, minutes=60, note="Demo credit")
+    agents = agent_service.list_agents(tenant=tenant)
+    agent = (
+        agents[0]
+        if agents
+        else agent_service.create_agent(
+            tenant=tenant,
+            name="Demo receptionist",
+            system_prompt="You are the friendly receptionist of a small clinic. Answer briefly.",
+            greeting_text="Halo, terima kasih sudah menelepon. Ada yang bisa saya bantu?",
+        )
+    )
+    numbers = number_service.list_numbers(tenant=tenant)
+    number = (
+        numbers[0]
+        if numbers
+        else number_service.add_number(tenant=tenant, display_number=DEMO_NUMBER, label="Demo line")
+    )
+    if number.agent_id is None:
+        number_service.assign_agent(tenant=tenant, number_id=number.id, agent_id=agent.id)
+    for record in key_service.list_keys(tenant=tenant):
+        if record.name == "demo" and record.revoked_at is None:
+            key_service.revoke_key(key_id=record.id)
+    _, key = key_service.create_key(tenant=tenant, name="demo")
+    click.echo(f"Demo tenant {tenant.id}: number {number.display_number} -> agent {agent.id}")
+    click.echo(f"API key (previous demo keys revoked): {key}")
+
+
+def init_app(app: Flask) -> None:
+    for group in (tenants_cli, keys_cli, numbers_cli, credits_cli, db_cli):
+        app.cli.add_command(group)
+    app.cli.add_command(demo)

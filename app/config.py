@@ -1,0 +1,36 @@
+"""Documented defaults; instance/config.py and then environment variables override them."""
+
+# Database: SQLite file (a relative path is relative to the project folder) or PostgreSQL,
+# e.g. postgresql://user:password@host:5432/voiceagent.
+DATABASE_URL = "sqlite:///instance/voiceagent.db"
+
+# Redis for the RQ queues and the shared rate-limit counters. Unset: jobs run in-process.
+REDIS_URL = None
+
+# "rq" sends jobs to the RQ worker; "inline" runs them in the web process after commit.
+# Unset: "rq" when REDIS_URL is set, "inline" otherwise.
+QUEUE_MODE = None
+
+# Bearer token of the voice runtime for /internal/v1. Unset: the runtime API answers 503.
+RUNTIME_TOKEN = None
+
+# Development and tests only: admit http:// and loopback/private hosts for webhooks and
+# function endpoints.
+ALLOW_PRIVATE_URLS = False
+
+# Flask's secret key (not used for API keys, which are stored hashed).
+SECRET_KEY = "change-me"
+
+# Bodies over this many bytes are refused with 413.
+MAX_CONTENT_LENGTH = 1024 * 1024
+
+# Keep responses in the schemas' field order.
+JSON_SORT_KEYS = False
+
+API_TITLE = "Voice Agent Management API"
+API_VERSION = "v1"
+OPENAPI_VERSION = "3.0.3"
+OPENAPI_URL_PREFIX = "/api/v1"
+OPENAPI_JSON_PATH = "openapi.json"
+OPENAPI_SWAGGER_UI_PATH = "docs"
+OPENAPI_SWAGGER_UI_URL = "https://cdn.jsdelivr.net/npm/swagger-ui-dist/"

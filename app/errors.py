@@ -1,0 +1,186 @@
+"""Domain errors and the one handler that turns every error into the documented error body."""
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+import marshmallow as ma
+from flask import Flask, g, jsonify
+from werkzeug.exceptions import HTTPException
+
+from app.util import new_id
+
+log = logging.getLogger(__name__)
+
+CODES_BY_STATUS = {
+    400: "bad_request",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+    429: "rate_limited",
+    500: "internal_error",
+    503: "service_unavailable",
+}
+
+MESSAGES_BY_STATUS = {
+    400: "The request could not be understood.",
+    401: "A valid API key is required in the x-api-key header.",
+    404: "The requested resource was not found.",
+    405: "The method is not allowed for this resource.",
+    409: "The request conflicts with the current state of the resource.",
+    413: "The request body is larger than 1 MiB.",
+    415: "The request body must be JSON (Content-Type: application/json).",
+    422: "The request has invalid fields.",
+    429: "Rate limit exceeded.",
+    500: "An unexpected error occurred. It has been logged.",
+    503: "The service is not available.",
+}
+
+
+class AppError(Exception):
+    """An error a client can cause; rendered as the error body with its status."""
+
+    status = 500
+    code = "internal_error"
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        code: str | None = None,
+        details: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message or MESSAGES_BY_STATUS.get(self.status, "Error.")
+        if code:
+            self.code = code
+        self.details = details or {}
+        self.headers = headers or {}
+
+
+class BadRequest(AppError):
+    status, code = 400, "bad_request"
+
+
+class Unauthorized(AppError):
+    status, code = 401, "unauthorized"
+
+
+class NotFound(AppError):
+    status, code = 404, "not_found"
+
+
+class Conflict(AppError):
+    status, code = 409, "conflict"
+
+
+class ValidationFailed(AppError):
+    status, code = 422, "validation_error"
+
+
+class RateLimited(AppError):
+    status, code = 429, "rate_limited"
+
+
+class ServiceUnavailable(AppError):
+    status, code = 503, "service_unavailable"
+
+
+class ErrorDetailSchema(ma.Schema):
+    code = ma.fields.String(
+        required=True, metadata={"description": "Machine-readable code, e.g. validation_error."}
+    )
+    message = ma.fields.String(required=True, metadata={"description": "One human sentence."})
+    details = ma.fields.Dict(
+        required=True,
+        metadata={"description": "Per-field messages for validation errors; otherwise {}."},
+    )
+    requestId = ma.fields.String(
+        allow_none=True, metadata={"description": "Also in the X-Request-Id header."}
+    )
+
+
+class ErrorSchema(ma.Schema):
+    """The body of every error response."""
+
+    error = ma.fields.Nested(ErrorDetailSchema, required=True)
+
+
+def error_body(
+    status: int, code: str, message: str, details: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return {
+        "error": {
+            "code": code,
+            "message": message,
+            "details": details or {},
+            "requestId": g.setdefault("request_id", new_id("req")),
+        }
+    }
+
+
+def error_response(status: int, code: str, message: str, details=None, headers=None):
+    response = jsonify(error_body(status, code, message, details))
+    response.status_code = status
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response
+
+
+def _flatten_validation_messages(messages: Any) -> dict[str, Any]:
+    """webargs nests messages by location ({"json": {...}, "query": {...}}); merge them."""
+    if not isinstance(messages, dict):
+        return {"_schema": messages}
+    details: dict[str, Any] = {}
+    for location, fields in messages.items():
+        if isinstance(fields, dict):
+            details.update(fields)
+        else:
+            details[location if location not in ("json", "query", "querystring") else "_schema"] = (
+                fields
+            )
+    return details
+
+
+def _validation_message(details: dict[str, Any]) -> str:
+    fields = [name for name in details if name != "_schema"]
+    if not fields:
+        return "The request body is not a valid object for this operation."
+    return "Invalid value for " + ", ".join(fields) + "."
+
+
+def handle_app_error(error: AppError):
+    return error_response(error.status, error.code, error.message, error.details, error.headers)
+
+
+def handle_http_exception(error: HTTPException):
+    status = error.code or 500
+    data = getattr(error, "data", None) or {}
+    headers = dict(data.get("headers") or {})
+    if status == 405 and error.valid_methods:  # type: ignore[attr-defined]
+        headers["Allow"] = ", ".join(error.valid_methods)  # type: ignore[attr-defined]
+    code = CODES_BY_STATUS.get(status) or HTTPStatus(status).name.lower()
+    message = MESSAGES_BY_STATUS.get(status) or HTTPStatus(status).phrase + "."
+    details: dict[str, Any] = {}
+    if status == 422 and "messages" in data:
+        details = _flatten_validation_messages(data["messages"])
+        message = _validation_message(details)
+    elif status == 400 and "messages" in data:
+        message = "The request body is not valid JSON."
+    return error_response(status, code, message, details, headers)
+
+
+def handle_unexpected(error: Exception):
+    log.exception("unhandled error", exc_info=error)
+    return error_response(500, "internal_error", MESSAGES_BY_STATUS[500])
+
+
+def init_app(app: Flask) -> None:
+    app.register_error_handler(AppError, handle_app_error)
+    app.register_error_handler(HTTPException, handle_http_exception)
+    app.register_error_handler(Exception, handle_unexpected)

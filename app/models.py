@@ -1,0 +1,252 @@
+"""All peewee models. Times are naive UTC; ids are prefixed random strings (app.util.new_id)."""
+
+import json
+from typing import Any
+
+import peewee as pw
+
+from app.db import BaseModel
+from app.util import utcnow
+
+
+class JSONField(pw.TextField):
+    """JSON stored as text, portable between SQLite and PostgreSQL."""
+
+    def db_value(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+    def python_value(self, value: str | None) -> Any:
+        return None if value is None else json.loads(value)
+
+
+def id_field() -> pw.CharField:
+    return pw.CharField(primary_key=True, max_length=32)
+
+
+class Tenant(BaseModel):
+    id = id_field()
+    name = pw.CharField(max_length=100, unique=True)
+    plan = pw.CharField(max_length=20, default="starter")
+    rate_limit = pw.IntegerField(null=True)  # requests per minute; None = the plan's
+    low_balance_threshold = pw.IntegerField(default=10)
+    balance_minutes = pw.BigIntegerField(default=0)
+    lifetime_purchased_minutes = pw.BigIntegerField(default=0)
+    lifetime_used_minutes = pw.BigIntegerField(default=0)
+    calls_count = pw.BigIntegerField(default=0)  # maintained total for call-list pagination
+    created_at = pw.DateTimeField(default=utcnow)
+
+
+class ApiKey(BaseModel):
+    id = id_field()
+    tenant = pw.ForeignKeyField(Tenant, backref="api_keys", on_delete="CASCADE")
+    name = pw.CharField(max_length=100)
+    prefix = pw.CharField(max_length=16)  # first characters of the key, for recognising it
+    key_hash = pw.CharField(max_length=64, unique=True)  # SHA-256 hex; the key is never stored
+    created_at = pw.DateTimeField(default=utcnow)
+    last_used_at = pw.DateTimeField(null=True)
+    revoked_at = pw.DateTimeField(null=True)
+
+
+class Agent(BaseModel):
+    id = id_field()
+    tenant = pw.ForeignKeyField(Tenant, backref="agents", on_delete="CASCADE")
+    name = pw.CharField(max_length=100)
+    system_prompt = pw.TextField()
+    voice_id = pw.CharField(max_length=16, default="Puck")
+    greeting_text = pw.TextField(default="")
+    language = pw.CharField(max_length=16, default="id")
+    max_call_duration_minutes = pw.IntegerField(default=10)
+    tools_enabled = JSONField(default=list)
+    is_active = pw.BooleanField(default=True)
+    escalation_number = pw.CharField(max_length=16, null=True)
+    created_at = pw.DateTimeField(default=utcnow)
+    updated_at = pw.DateTimeField(default=utcnow)
+    deleted_at = pw.DateTimeField(null=True)
+
+    class Meta:
+        indexes = ((("tenant", "deleted_at", "created_at"), False),)
+
+
+class PhoneNumber(BaseModel):
+    id = id_field()
+    tenant = pw.ForeignKeyField(Tenant, backref="phone_numbers", on_delete="CASCADE")
+    display_number = pw.CharField(max_length=16, unique=True)
+    label = pw.CharField(max_length=100, default="")
+    is_active = pw.BooleanField(default=True)
+    agent = pw.ForeignKeyField(Agent, null=True, backref="phone_numbers", on_delete="SET NULL")
+    created_at = pw.DateTimeField(default=utcnow)
+    updated_at = pw.DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("tenant", "created_at"), False),)
+
+
+class Call(BaseModel):
+    id = id_field()
+    tenant = pw.ForeignKeyField(Tenant, backref="calls", on_delete="CASCADE")
+    phone_number = pw.ForeignKeyField(PhoneNumber, null=True, on_delete="SET NULL")
+    agent = pw.ForeignKeyField(Agent, null=True, on_delete="SET NULL")
+    provider_call_id = pw.CharField(max_length=128, null=True)
+    caller_number = pw.CharField(max_length=32)
+    callee_number = pw.CharField(max_length=32)
+    direction = pw.CharField(max_length=16, default="inbound")
+    status = pw.CharField(max_length=16, default="ringing")
+    started_at = pw.DateTimeField(default=utcnow)
+    answered_at = pw.DateTimeField(null=True)
+    ended_at = pw.DateTimeField(null=True)
+    duration_seconds = pw.IntegerField(null=True)
+    talk_time_seconds = pw.IntegerField(null=True)
+    hangup_reason = pw.CharField(max_length=64, null=True)
+    hangup_initiator = pw.CharField(max_length=32, null=True)
+    transcript_summary = pw.TextField(null=True)
+    ai_cost_idr = pw.BigIntegerField(null=True)
+    metadata = JSONField(default=dict)
+    billed_minutes = pw.IntegerField(null=True)
+    function_calls_count = pw.IntegerField(default=0)
+    updated_at = pw.DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = (
+            (("tenant", "provider_call_id"), True),
+            (("tenant", "started_at", "id"), False),
+            (("tenant", "status", "started_at", "id"), False),
+            (("tenant", "agent", "started_at", "id"), False),
+            (("tenant", "phone_number", "started_at", "id"), False),
+            (("tenant", "direction", "started_at", "id"), False),
+        )
+
+
+class CreditTransaction(BaseModel):
+    id = id_field()
+    tenant = pw.ForeignKeyField(Tenant, backref="credit_transactions", on_delete="CASCADE")
+    type = pw.CharField(max_length=16)  # purchase | usage | adjustment | refund
+    minutes = pw.BigIntegerField()  # signed: usage is negative
+    balance_after = pw.BigIntegerField()
+    call = pw.ForeignKeyField(Call, null=True, on_delete="SET NULL")
+    description = pw.CharField(max_length=255, default="")
+    # Makes a charge happen once, e.g. "usage:call_…"; None for free-standing entries.
+    idempotency_key = pw.CharField(max_length=128, null=True, unique=True)
+    created_at = pw.DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = (
+            (("tenant", "created_at", "id"), False),
+            (("tenant", "type", "created_at", "id"), False),
+        )
+
+
+class Event(BaseModel):
+    id = id_field()
+    tenant = pw.ForeignKeyField(Tenant, backref="events", on_delete="CASCADE")
+    type = pw.CharField(max_length=32)  # call.started, call.ended, …
+    data = JSONField()
+    created_at = pw.DateTimeField(default=utcnow)  # when it happened: the body's timestamp
+
+    class Meta:
+        indexes = ((("tenant", "created_at"), False), (("created_at",), False))
+
+
+class Webhook(BaseModel):
+    id = id_field()
+    tenant = pw.ForeignKeyField(Tenant, backref="webhooks", on_delete="CASCADE")
+    url = pw.CharField(max_length=2048)
+    events = JSONField()
+    secret = pw.CharField(max_length=256)
+    is_active = pw.BooleanField(default=True)
+    disabled_reason = pw.CharField(max_length=255, null=True)
+    failing_since = pw.DateTimeField(null=True)  # first failure since the last success
+    created_at = pw.DateTimeField(default=utcnow)
+    updated_at = pw.DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("tenant", "created_at"), False),)
+
+
+class Delivery(BaseModel):
+    id = id_field()
+    tenant = pw.ForeignKeyField(Tenant, on_delete="CASCADE")
+    webhook = pw.ForeignKeyField(Webhook, backref="deliveries", on_delete="CASCADE")
+    event = pw.ForeignKeyField(Event, backref="deliveries", on_delete="CASCADE")
+    status = pw.CharField(max_length=16, default="pending")  # pending | succeeded | failed
+    attempts = pw.IntegerField(default=0)
+    next_attempt_at = pw.DateTimeField(null=True, default=utcnow)
+    lease_until = pw.DateTimeField(null=True)  # a job holds the delivery until then
+    last_status_code = pw.IntegerField(null=True)
+    last_error = pw.TextField(null=True)
+    created_at = pw.DateTimeField(default=utcnow)
+    updated_at = pw.DateTimeField(default=utcnow)
+    completed_at = pw.DateTimeField(null=True)
+
+    class Meta:
+        indexes = (
+            (("status", "next_attempt_at"), False),
+            (("webhook", "created_at"), False),
+        )
+
+
+class DeliveryAttempt(BaseModel):
+    delivery = pw.ForeignKeyField(Delivery, backref="attempt_log", on_delete="CASCADE")
+    number = pw.IntegerField()
+    attempted_at = pw.DateTimeField(default=utcnow)
+    duration_ms = pw.IntegerField(null=True)
+    status_code = pw.IntegerField(null=True)
+    error = pw.TextField(null=True)
+    response_excerpt = pw.TextField(null=True)
+
+    class Meta:
+        indexes = ((("delivery", "number"), False), (("attempted_at",), False))
+
+
+class Function(BaseModel):
+    id = id_field()
+    tenant = pw.ForeignKeyField(Tenant, on_delete="CASCADE")
+    agent = pw.ForeignKeyField(Agent, backref="functions", on_delete="CASCADE")
+    name = pw.CharField(max_length=64)
+    description = pw.TextField(default="")
+    endpoint = pw.CharField(max_length=2048)
+    method = pw.CharField(max_length=8, default="POST")
+    parameters = JSONField()
+    signing_secret = pw.CharField(max_length=256)
+    created_at = pw.DateTimeField(default=utcnow)
+    updated_at = pw.DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = ((("agent", "name"), True),)
+
+
+class FunctionInvocation(BaseModel):
+    id = id_field()
+    tenant = pw.ForeignKeyField(Tenant, on_delete="CASCADE")
+    call = pw.ForeignKeyField(Call, backref="function_invocations", on_delete="CASCADE")
+    function = pw.ForeignKeyField(Function, null=True, on_delete="SET NULL")
+    function_name = pw.CharField(max_length=64)
+    parameters = JSONField(default=dict)
+    status = pw.CharField(max_length=16, default="pending")  # pending | succeeded | failed
+    result = JSONField(null=True)
+    error_code = pw.CharField(max_length=64, null=True)
+    error_message = pw.TextField(null=True)
+    http_status = pw.IntegerField(null=True)
+    latency_ms = pw.IntegerField(null=True)
+    created_at = pw.DateTimeField(default=utcnow)
+    completed_at = pw.DateTimeField(null=True)
+
+    class Meta:
+        indexes = ((("call", "created_at"), False),)
+
+
+ALL_MODELS = [
+    Tenant,
+    ApiKey,
+    Agent,
+    PhoneNumber,
+    Call,
+    CreditTransaction,
+    Event,
+    Webhook,
+    Delivery,
+    DeliveryAttempt,
+    Function,
+    FunctionInvocation,
+]

@@ -1,0 +1,97 @@
+"""Pieces shared by the HTTP layer: blueprints with their auth hook, fields, list wrappers."""
+
+from typing import Any
+
+import marshmallow as ma
+from flask import request
+from flask_smorest import Blueprint
+
+from app.auth import require_api_key, require_runtime_token
+from app.errors import AppError
+from app.util import isoformat
+
+BODY_METHODS = ("POST", "PUT", "PATCH")
+
+
+class UnsupportedMediaType(AppError):
+    status, code = 415, "unsupported_media_type"
+
+
+def require_json_body() -> None:
+    """A request that carries a body must say it is JSON (415 otherwise)."""
+    if request.method not in BODY_METHODS:
+        return
+    has_body = (
+        bool(request.content_length)
+        or "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+    )
+    if has_body and not request.is_json:
+        raise UnsupportedMediaType(
+            "The request body must be JSON: send Content-Type: application/json."
+        )
+
+
+def tenant_request() -> None:
+    require_api_key()
+    require_json_body()
+
+
+def runtime_request() -> None:
+    require_runtime_token()
+    require_json_body()
+
+
+class TenantBlueprint(Blueprint):
+    """A blueprint of the tenant API (/api/v1): every request needs an API key."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.before_request(tenant_request)
+
+
+class RuntimeBlueprint(Blueprint):
+    """A blueprint of the runtime API (/internal/v1): every request needs the runtime token."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.before_request(runtime_request)
+
+
+class Timestamp(ma.fields.DateTime):
+    """ISO 8601 UTC with milliseconds and Z, e.g. 2026-11-21T09:15:02.120Z."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("metadata", {}).setdefault(
+            "description",
+            "ISO 8601 UTC timestamp with milliseconds, e.g. 2026-11-21T09:15:02.120Z.",
+        )
+        super().__init__(**kwargs)
+
+    def _serialize(self, value: Any, attr: Any, obj: Any, **kwargs: Any) -> str | None:
+        return isoformat(value)
+
+
+class StrictBoolean(ma.fields.Boolean):
+    """Only JSON true and false (no "yes", 1 or "true")."""
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> bool:
+        if not isinstance(value, bool):
+            raise self.make_error("invalid")
+        return value
+
+
+def StrictInteger(**kwargs: Any) -> ma.fields.Integer:  # noqa: N802 - reads like a field class
+    """An integer that must be a JSON integer (no "10", no 10.5)."""
+    return ma.fields.Integer(strict=True, **kwargs)
+
+
+def unique_items(values: list[Any]) -> None:
+    if len(set(values)) != len(values):
+        raise ma.ValidationError("Items must be unique.")
+
+
+class Schema(ma.Schema):
+    """Base of every schema: unknown fields in a body are an error, so typos surface."""
+
+    class Meta:
+        unknown = ma.RAISE

@@ -1,0 +1,38 @@
+"""Phone numbers: /api/v1/phone-numbers."""
+
+from flask.views import MethodView
+
+from app.auth import current_tenant
+from app.resources.common import TenantBlueprint
+from app.resources.phone_numbers.schemas import (
+    AssignAgentSchema,
+    PhoneNumberListSchema,
+    PhoneNumberSchema,
+)
+from app.services import phone_numbers as number_service
+
+blp = TenantBlueprint(
+    "phone-numbers",
+    __name__,
+    url_prefix="/api/v1/phone-numbers",
+    description="Business phone numbers and the agents that answer them.",
+)
+
+
+@blp.route("")
+class PhoneNumbers(MethodView):
+    @blp.response(200, PhoneNumberListSchema)
+    def get(self):
+        """List phone numbers"""
+        return {"phone_numbers": number_service.list_numbers(tenant=current_tenant())}
+
+
+@blp.route("/<number_id>/assign-agent")
+class AssignAgent(MethodView):
+    @blp.arguments(AssignAgentSchema)
+    @blp.response(200, PhoneNumberSchema)
+    def post(self, fields, number_id):
+        """Assign an agent to a phone number"""
+        return number_service.assign_agent(
+            tenant=current_tenant(), number_id=number_id, agent_id=fields["agent_id"]
+        )

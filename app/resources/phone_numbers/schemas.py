@@ -1,0 +1,42 @@
+"""Phone number schemas."""
+
+from marshmallow import fields
+
+from app.resources.common import Schema, Timestamp
+
+
+class PhoneNumberSchema(Schema):
+    id = fields.String(dump_only=True, metadata={"description": "pn_…"})
+    display_number = fields.String(
+        data_key="displayNumber",
+        dump_only=True,
+        metadata={"description": "International format with a leading +."},
+    )
+    label = fields.String(dump_only=True, metadata={"description": "Free-text label."})
+    is_active = fields.Boolean(
+        data_key="isActive",
+        dump_only=True,
+        metadata={"description": "An inactive number does not take calls."},
+    )
+    agent_id = fields.String(
+        data_key="agentId",
+        dump_only=True,
+        allow_none=True,
+        metadata={"description": "The assigned agent, or null."},
+    )
+    created_at = Timestamp(data_key="createdAt", dump_only=True)
+
+
+class PhoneNumberListSchema(Schema):
+    phone_numbers = fields.List(
+        fields.Nested(PhoneNumberSchema), data_key="phoneNumbers", required=True
+    )
+
+
+class AssignAgentSchema(Schema):
+    agent_id = fields.String(
+        data_key="agentId",
+        required=True,
+        allow_none=True,
+        metadata={"description": "An agent of yours, or null to unassign the number."},
+    )

@@ -1,0 +1,53 @@
+"""Agents: a tenant's AI voice agents. Deleting is soft; past calls keep their agentId."""
+
+from typing import Any
+
+from app.db import database
+from app.errors import NotFound
+from app.models import Agent, Function, PhoneNumber, Tenant
+from app.util import new_id, utcnow
+
+
+def list_agents(*, tenant: Tenant) -> list[Agent]:
+    return list(
+        Agent.select()
+        .where((Agent.tenant == tenant) & Agent.deleted_at.is_null())
+        .order_by(Agent.created_at, Agent.id)
+    )
+
+
+def get_agent(*, tenant: Tenant, agent_id: str) -> Agent:
+    """The tenant's live agent, or NotFound (also for another tenant's or a deleted agent)."""
+    agent = Agent.get_or_none(
+        (Agent.id == agent_id) & (Agent.tenant == tenant) & Agent.deleted_at.is_null()
+    )
+    if agent is None:
+        raise NotFound(f"Agent {agent_id} not found.")
+    return agent
+
+
+def create_agent(*, tenant: Tenant, **fields: Any) -> Agent:
+    with database.atomic():
+        return Agent.create(id=new_id("agent"), tenant=tenant, **fields)
+
+
+def update_agent(*, tenant: Tenant, agent_id: str, **fields: Any) -> Agent:
+    with database.atomic():
+        agent = get_agent(tenant=tenant, agent_id=agent_id)
+        for name, value in fields.items():
+            setattr(agent, name, value)
+        agent.updated_at = utcnow()
+        agent.save()
+    return agent
+
+
+def delete_agent(*, tenant: Tenant, agent_id: str) -> None:
+    """Soft-delete: unassign its numbers and remove its functions in the same transaction."""
+    with database.atomic():
+        agent = get_agent(tenant=tenant, agent_id=agent_id)
+        now = utcnow()
+        PhoneNumber.update(agent=None, updated_at=now).where(PhoneNumber.agent == agent).execute()
+        Function.delete().where(Function.agent == agent).execute()
+        agent.deleted_at = agent.updated_at = now
+        agent.is_active = False
+        agent.save()

@@ -1,0 +1,52 @@
+"""Phone numbers: provisioned by admins, listed and assigned to agents by tenants."""
+
+import re
+
+from app.db import database
+from app.errors import Conflict, NotFound, ValidationFailed
+from app.models import Agent, PhoneNumber, Tenant
+from app.services import agents as agent_service
+from app.util import new_id, utcnow
+
+E164 = re.compile(r"^\+[1-9]\d{6,14}$")
+
+
+def list_numbers(*, tenant: Tenant | None = None) -> list[PhoneNumber]:
+    query = PhoneNumber.select().order_by(PhoneNumber.created_at, PhoneNumber.id)
+    if tenant is not None:
+        query = query.where(PhoneNumber.tenant == tenant)
+    return list(query)
+
+
+def get_number(*, tenant: Tenant, number_id: str) -> PhoneNumber:
+    number = PhoneNumber.get_or_none((PhoneNumber.id == number_id) & (PhoneNumber.tenant == tenant))
+    if number is None:
+        raise NotFound(f"Phone number {number_id} not found.")
+    return number
+
+
+def add_number(*, tenant: Tenant, display_number: str, label: str = "") -> PhoneNumber:
+    """Provision a number (E.164) for a tenant; a number belongs to one tenant only."""
+    if not E164.match(display_number):
+        raise ValidationFailed(
+            f"{display_number!r} is not an international number such as +6221555010."
+        )
+    with database.atomic():
+        if PhoneNumber.select().where(PhoneNumber.display_number == display_number).exists():
+            raise Conflict(f"{display_number} is already provisioned.")
+        return PhoneNumber.create(
+            id=new_id("pn"), tenant=tenant, display_number=display_number, label=label
+        )
+
+
+def assign_agent(*, tenant: Tenant, number_id: str, agent_id: str | None) -> PhoneNumber:
+    """Point a number at one of the tenant's agents, or unassign it with None."""
+    with database.atomic():
+        number = get_number(tenant=tenant, number_id=number_id)
+        agent: Agent | None = None
+        if agent_id is not None:
+            agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
+        number.agent = agent
+        number.updated_at = utcnow()
+        number.save()
+    return number

@@ -1,0 +1,155 @@
+"""Fixtures: an app on a fresh SQLite file (or PostgreSQL database) per test, tenants, keys."""
+
+import os
+import shutil
+import uuid
+
+import pytest
+from playhouse.db_url import connect
+from redis import Redis
+
+from app import create_app, db
+from app.models import ALL_MODELS
+from app.services import keys as key_service
+from app.services import tenants as tenant_service
+
+TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL", "")
+TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+RUNTIME_TOKEN = "test-runtime-token"
+
+
+def pytest_report_header(config):
+    return [f"database: {TEST_DATABASE_URL or 'SQLite files'}; redis: {TEST_REDIS_URL}"]
+
+
+def using_postgres() -> bool:
+    return TEST_DATABASE_URL.startswith("postgres")
+
+
+@pytest.fixture(scope="session")
+def database_template(tmp_path_factory):
+    """A migrated database: a SQLite file to copy, or a fresh PostgreSQL database."""
+    if using_postgres():
+        name = f"va_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+        admin = connect(TEST_DATABASE_URL)
+        admin.execute_sql(f'CREATE DATABASE "{name}"')
+        url = TEST_DATABASE_URL.rsplit("/", 1)[0] + "/" + name
+        database = connect(url)
+        db.upgrade(database)
+        database.close()
+        yield url
+        admin.execute_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+    else:
+        path = tmp_path_factory.mktemp("template") / "template.db"
+        database = db.make_database(f"sqlite:///{path}")
+        db.upgrade(database)
+        database.close()
+        yield path
+
+
+def fresh_database_url(template, tmp_path) -> str:
+    if using_postgres():
+        database = connect(template)
+        tables = ", ".join(f'"{model._meta.table_name}"' for model in ALL_MODELS)
+        database.execute_sql(f"TRUNCATE TABLE {tables} RESTART IDENTITY CASCADE")
+        database.close()
+        return template
+    path = tmp_path / "test.db"
+    shutil.copy(template, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def app_config(database_template, tmp_path):
+    return {
+        "TESTING": True,
+        "DATABASE_URL": fresh_database_url(database_template, tmp_path),
+        "REDIS_URL": None,
+        "QUEUE_MODE": "inline",
+        "RUNTIME_TOKEN": RUNTIME_TOKEN,
+        "ALLOW_PRIVATE_URLS": True,
+    }
+
+
+@pytest.fixture
+def app(app_config):
+    app = create_app(app_config)
+    with app.app_context():
+        yield app
+        if not db.database.is_closed():
+            db.database.close()
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def runner(app):
+    return app.test_cli_runner()
+
+
+@pytest.fixture
+def tenant(app):
+    return tenant_service.create_tenant(name="acme", plan="business")
+
+
+@pytest.fixture
+def api_key(tenant):
+    return key_service.create_key(tenant=tenant, name="test")[1]
+
+
+@pytest.fixture
+def headers(api_key):
+    return {"x-api-key": api_key}
+
+
+@pytest.fixture
+def other_tenant(app):
+    return tenant_service.create_tenant(name="globex", plan="business")
+
+
+@pytest.fixture
+def other_headers(other_tenant):
+    return {"x-api-key": key_service.create_key(tenant=other_tenant, name="test")[1]}
+
+
+@pytest.fixture
+def runtime_headers():
+    return {"Authorization": f"Bearer {RUNTIME_TOKEN}"}
+
+
+@pytest.fixture
+def agent_id(client, headers):
+    response = client.post(
+        "/api/v1/agents", json={"name": "Reception", "systemPrompt": "Be helpful."}, headers=headers
+    )
+    assert response.status_code == 201
+    return response.json["id"]
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    """A real Redis (its own DB number); the whole run stops with a clear message without one."""
+    client = Redis.from_url(TEST_REDIS_URL, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except Exception as exc:
+        pytest.exit(
+            f"These tests need Redis at {TEST_REDIS_URL} (set TEST_REDIS_URL to change it): "
+            f"{exc}. Install and start it, e.g. `apt-get install redis-server` then "
+            "`redis-server --daemonize yes`.",
+            returncode=3,
+        )
+    return TEST_REDIS_URL
+
+
+@pytest.fixture
+def redis_client(redis_url):
+    client = Redis.from_url(redis_url)
+    client.flushdb()
+    yield client
+    client.flushdb()
+    client.close()

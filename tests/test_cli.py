@@ -1,0 +1,125 @@
+"""Admin CLI through Flask's runner: clear one-line errors with exit code 1."""
+
+from app.models import ApiKey, CreditTransaction, Tenant
+from app.services import keys as key_service
+
+
+def test_tenants_create_and_list(runner):
+    result = runner.invoke(args=["tenants", "create", "acme", "--plan", "business"])
+    assert result.exit_code == 0, result.output
+    assert "Created tenant ten_" in result.output
+    listed = runner.invoke(args=["tenants", "list"]).output
+    assert "acme" in listed and "rate=300/min" in listed
+
+
+def test_tenants_create_duplicate_fails_cleanly(runner):
+    runner.invoke(args=["tenants", "create", "acme"])
+    result = runner.invoke(args=["tenants", "create", "acme"])
+    assert result.exit_code == 1
+    assert result.output.strip() == "Error: A tenant named 'acme' already exists."
+
+
+def test_tenants_create_enterprise_needs_rate_limit(runner):
+    result = runner.invoke(args=["tenants", "create", "big", "--plan", "enterprise"])
+    assert result.exit_code == 1 and "--rate-limit" in result.output
+    result = runner.invoke(
+        args=["tenants", "create", "big", "--plan", "enterprise", "--rate-limit", "1000"]
+    )
+    assert result.exit_code == 0
+    assert "rate=1000/min" in runner.invoke(args=["tenants", "list"]).output
+
+
+def test_tenants_set_plan_and_threshold(runner, tenant):
+    result = runner.invoke(args=["tenants", "set-plan", "--tenant", "acme", "starter"])
+    assert result.exit_code == 0 and "60/min" in result.output
+    result = runner.invoke(args=["tenants", "set-threshold", "--tenant", tenant.id, "25"])
+    assert result.exit_code == 0
+    refreshed = Tenant.get_by_id(tenant.id)
+    assert (refreshed.plan, refreshed.low_balance_threshold) == ("starter", 25)
+
+
+def test_keys_create_prints_key_once_and_stores_hash(runner, tenant):
+    result = runner.invoke(args=["keys", "create", "--tenant", "acme", "--name", "production"])
+    assert result.exit_code == 0, result.output
+    key = result.output.strip().splitlines()[-1]
+    assert key.startswith("dkl_")
+    assert ApiKey.get(ApiKey.tenant == tenant).key_hash == key_service.hash_key(key)
+    listed = runner.invoke(args=["keys", "list", "--tenant", "acme"]).output
+    assert "production" in listed and key not in listed and key[:12] in listed
+
+
+def test_keys_revoke(runner, client, tenant):
+    record, key = key_service.create_key(tenant=tenant, name="old")
+    result = runner.invoke(args=["keys", "revoke", record.id])
+    assert result.exit_code == 0
+    assert client.get("/api/v1/agents", headers={"x-api-key": key}).status_code == 401
+    assert "revoked" in runner.invoke(args=["keys", "list", "--tenant", "acme"]).output
+
+
+def test_keys_revoke_unknown_fails_cleanly(runner):
+    result = runner.invoke(args=["keys", "revoke", "key_nope"])
+    assert result.exit_code == 1 and result.output.strip() == "Error: No API key key_nope."
+
+
+def test_unknown_tenant_fails_cleanly(runner):
+    result = runner.invoke(args=["keys", "create", "--tenant", "nobody", "--name", "x"])
+    assert result.exit_code == 1
+    assert result.output.strip() == "Error: No tenant with id or name 'nobody'."
+
+
+def test_numbers_add_and_list(runner, tenant):
+    result = runner.invoke(
+        args=["numbers", "add", "--tenant", "acme", "+6221555010", "--label", "Main"]
+    )
+    assert result.exit_code == 0, result.output
+    listed = runner.invoke(args=["numbers", "list"]).output
+    assert "+6221555010" in listed and tenant.id in listed
+
+
+def test_numbers_add_rejects_bad_and_duplicate_numbers(runner, tenant):
+    assert runner.invoke(args=["numbers", "add", "--tenant", "acme", "0812"]).exit_code == 1
+    runner.invoke(args=["numbers", "add", "--tenant", "acme", "+6221555010"])
+    result = runner.invoke(args=["numbers", "add", "--tenant", "acme", "+6221555010"])
+    assert result.exit_code == 1 and "already provisioned" in result.output
+
+
+def test_credits_grant_writes_purchase_entry(runner, tenant):
+    result = runner.invoke(
+        args=["credits", "grant", "--tenant", "acme", "--minutes", "120", "--note", "PO 7"]
+    )
+    assert result.exit_code == 0, result.output
+    entry = CreditTransaction.get(CreditTransaction.tenant == tenant)
+    assert (entry.type, entry.minutes, entry.balance_after, entry.description) == (
+        "purchase",
+        120,
+        120,
+        "PO 7",
+    )
+    refreshed = Tenant.get_by_id(tenant.id)
+    assert refreshed.balance_minutes == 120 and refreshed.lifetime_purchased_minutes == 120
+
+
+def test_credits_grant_rejects_non_positive(runner, tenant):
+    result = runner.invoke(args=["credits", "grant", "--tenant", "acme", "--minutes", "0"])
+    assert result.exit_code == 1
+
+
+def test_demo_is_idempotent_and_prints_working_key(runner, client):
+    first = runner.invoke(args=["demo"])
+    second = runner.invoke(args=["demo"])
+    assert first.exit_code == 0 and second.exit_code == 0, second.output
+    old_key = first.output.split("API key")[1].split()[-1]
+    key = second.output.split("API key")[1].split()[-1]
+    assert client.get("/api/v1/agents", headers={"x-api-key": old_key}).status_code == 401
+    agents = client.get("/api/v1/agents", headers={"x-api-key": key}).json["agents"]
+    numbers = client.get("/api/v1/phone-numbers", headers={"x-api-key": key}).json
+    assert len(agents) == 1
+    assert numbers["phoneNumbers"][0]["agentId"] == agents[0]["id"]
+    demo = Tenant.get(Tenant.name == "demo")
+    assert demo.balance_minutes == 60
+    assert CreditTransaction.select().where(CreditTransaction.tenant == demo).count() == 1
+
+
+def test_db_upgrade_on_migrated_database_is_a_no_op(runner):
+    result = runner.invoke(args=["db", "upgrade"])
+    assert result.exit_code == 0 and "up to date" in result.output

@@ -1,0 +1,64 @@
+"""Tenant isolation: every tenant API route that takes an id answers 404 to another tenant."""
+
+import re
+
+import pytest
+
+from app.models import ALL_MODELS
+from app.services import phone_numbers as number_service
+
+# How to make, for tenant A, the resource each URL variable names. A route with a variable
+# missing here fails test_every_id_route_is_covered, so new routes cannot skip the check.
+FACTORIES = {
+    "agent_id": lambda ctx: ctx["agent_id"],
+    "number_id": lambda ctx: (
+        number_service.add_number(tenant=ctx["tenant"], display_number="+6221555099").id
+    ),
+}
+
+BODIES = {"assign-agent": {"agentId": None}}
+
+
+def id_routes(app):
+    for rule in app.url_map.iter_rules():
+        if rule.rule.startswith("/api/v1/") and rule.arguments:
+            for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
+                yield rule, method
+
+
+def snapshot():
+    return {
+        model.__name__: [tuple(row.values()) for row in model.select().dicts()]
+        for model in ALL_MODELS
+        if model.__name__ not in ("ApiKey",)
+    }
+
+
+def test_every_id_route_is_covered(app):
+    missing = {arg for rule, _ in id_routes(app) for arg in rule.arguments} - set(FACTORIES)
+    assert not missing, f"add an isolation factory for {missing}"
+
+
+def test_other_tenant_gets_404_and_changes_nothing(app, client, tenant, agent_id, other_headers):
+    ctx = {"tenant": tenant, "agent_id": agent_id}
+    values = {name: factory(ctx) for name, factory in FACTORIES.items()}
+    checked = 0
+    for rule, method in id_routes(app):
+        path = re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", lambda m: values[m.group(1)], rule.rule)
+        before = snapshot()
+        body = BODIES.get(path.rsplit("/", 1)[-1]) if method in ("POST", "PATCH", "PUT") else None
+        response = client.open(path, method=method, json=body, headers=other_headers)
+        assert response.status_code == 404, f"{method} {path}: {response.status_code}"
+        assert response.json["error"]["code"] == "not_found"
+        assert snapshot() == before, f"{method} {path} changed data"
+        checked += 1
+    assert checked >= 4
+
+
+@pytest.mark.parametrize("path", ["/api/v1/agents", "/api/v1/phone-numbers"])
+def test_lists_show_only_own_records(client, headers, other_headers, agent_id, path):
+    client.post("/api/v1/agents", json={"name": "B", "systemPrompt": "x"}, headers=other_headers)
+    [own] = client.get(path, headers=headers).json.values()
+    [other] = client.get(path, headers=other_headers).json.values()
+    assert {item["id"] for item in own}.isdisjoint(item["id"] for item in other)
+    assert agent_id not in str(other)
