@@ -1,0 +1,48 @@
+"""Deferred jobs run only after their transaction commits."""
+
+import pytest
+
+from app import queue
+from app.models import Tenant
+
+RAN: list[tuple[str, bool]] = []
+
+
+def record_job(tenant_id: str) -> None:
+    RAN.append((tenant_id, Tenant.select().where(Tenant.id == tenant_id).exists()))
+
+
+@pytest.fixture(autouse=True)
+def clear_ran():
+    RAN.clear()
+
+
+def test_deferred_job_runs_after_commit_and_sees_the_rows(app):
+    with queue.transaction():
+        Tenant.create(id="ten_a", name="a")
+        queue.defer("webhooks", "tests.test_queue.record_job", "ten_a")
+        assert RAN == []
+    assert RAN == [("ten_a", True)]
+
+
+def test_rolled_back_transaction_runs_nothing(app):
+    with pytest.raises(ValueError), queue.transaction():
+        Tenant.create(id="ten_b", name="b")
+        queue.defer("webhooks", "tests.test_queue.record_job", "ten_b")
+        raise ValueError("boom")
+    assert RAN == []
+    assert not Tenant.select().where(Tenant.id == "ten_b").exists()
+
+
+def test_nested_transaction_defers_to_the_outermost(app):
+    with queue.transaction():
+        with queue.transaction():
+            Tenant.create(id="ten_c", name="c")
+            queue.defer("webhooks", "tests.test_queue.record_job", "ten_c")
+        assert RAN == []
+    assert RAN == [("ten_c", True)]
+
+
+def test_defer_outside_transaction_is_a_bug(app):
+    with pytest.raises(RuntimeError):
+        queue.defer("webhooks", "tests.test_queue.record_job", "x")
