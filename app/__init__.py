@@ -6,8 +6,8 @@ from typing import Any
 
 from flask import Flask, g
 
+from app import auth, db, errors, ratelimit
 from app import config as default_config
-from app import db, errors
 from app.extensions import api
 from app.util import new_id
 
@@ -23,6 +23,8 @@ def load_environment(config: dict[str, Any]) -> None:
             continue
         raw = os.environ[name]
         default = getattr(default_config, name)
+        if isinstance(default, dict | list):
+            continue
         if isinstance(default, bool):
             config[name] = raw.strip().lower() in TRUE_WORDS
         elif isinstance(default, int):
@@ -58,6 +60,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     db.init_app(app)
     register_request_id(app)
+    app.before_request(auth.authenticate_request)
+    ratelimit.init_app(app)
     api.init_app(app)
     errors.init_app(app)
 

@@ -23,8 +23,16 @@ RUNTIME_SCHEME = {
 }
 
 
+def authenticate_request() -> None:
+    """App-level before_request hook: run the matched blueprint's check (tenant or runtime)."""
+    blueprint = current_app.blueprints.get(request.blueprint or "")
+    check = getattr(blueprint, "authenticate", None)
+    if check is not None:
+        check()
+
+
 def require_api_key() -> None:
-    """before_request hook of the tenant API: set g.tenant or answer 401."""
+    """Tenant API check: set g.tenant or answer 401."""
     presented = request.headers.get(API_KEY_HEADER, "")
     if not presented:
         raise Unauthorized("Missing API key: send it in the x-api-key header.")
@@ -40,7 +48,7 @@ def current_tenant() -> Tenant:
 
 
 def require_runtime_token() -> None:
-    """before_request hook of the runtime API: constant-time bearer check; closed if unset."""
+    """Runtime API check: constant-time bearer comparison; closed when no token is set."""
     expected = current_app.config.get("RUNTIME_TOKEN")
     if not expected:
         raise ServiceUnavailable(

@@ -18,6 +18,9 @@ RUNTIME_TOKEN = None
 # function endpoints.
 ALLOW_PRIVATE_URLS = False
 
+# Per-tenant rate limits (SPEC.md section 8). Counters live in Redis when REDIS_URL is set.
+RATELIMIT_ENABLED = True
+
 # Flask's secret key (not used for API keys, which are stored hashed).
 SECRET_KEY = "change-me"
 
@@ -34,3 +37,18 @@ OPENAPI_URL_PREFIX = "/api/v1"
 OPENAPI_JSON_PATH = "openapi.json"
 OPENAPI_SWAGGER_UI_PATH = "docs"
 OPENAPI_SWAGGER_UI_URL = "https://cdn.jsdelivr.net/npm/swagger-ui-dist/"
+API_SPEC_OPTIONS = {
+    "info": {
+        "description": (
+            "Manage AI voice agents, phone numbers, calls, credits, webhooks and agent "
+            "functions. Authenticate with the `x-api-key` header.\n\n"
+            "**Errors** always have the body "
+            '`{"error": {"code", "message", "details", "requestId"}}`.\n\n'
+            "**Rate limits** are per tenant, all keys together: starter 60, business 300 "
+            "requests per minute, enterprise as agreed. Every authenticated tenant API response "
+            "carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` "
+            "(Unix seconds when the one-minute window ends); over the limit the answer is 429 "
+            "with `Retry-After` (seconds) and code `rate_limited`."
+        )
+    }
+}

@@ -44,7 +44,7 @@ def database_template(tmp_path_factory):
         path = tmp_path_factory.mktemp("template") / "template.db"
         database = db.make_database(f"sqlite:///{path}")
         db.upgrade(database)
-        database.close()
+        db.close_all(database)
         yield path
 
 
@@ -77,8 +77,7 @@ def app(app_config):
     app = create_app(app_config)
     with app.app_context():
         yield app
-        if not db.database.is_closed():
-            db.database.close()
+        db.close_all()
 
 
 @pytest.fixture

@@ -54,3 +54,18 @@ def test_every_schema_field_is_described(client):
             if "description" not in prop and "$ref" not in prop and prop.get("type") != "array":
                 undescribed.append(f"{name}.{field}")
     assert not undescribed
+
+
+def test_rate_limit_headers_and_429_are_documented(client):
+    document = spec(client)
+    assert "Rate limits" in document["info"]["description"]
+    rate_limited = document["components"]["responses"]["RATE_LIMITED"]
+    assert set(rate_limited["headers"]) == {
+        "Retry-After",
+        "X-RateLimit-Limit",
+        "X-RateLimit-Remaining",
+        "X-RateLimit-Reset",
+    }
+    listing = document["paths"]["/api/v1/agents"]["get"]["responses"]
+    assert listing["429"] == {"$ref": "#/components/responses/RATE_LIMITED"}
+    assert "X-RateLimit-Reset" in listing["200"]["headers"]

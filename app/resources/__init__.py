@@ -19,14 +19,41 @@ STATUS_OF = {
     "NOT_FOUND": "404",
     "REQUEST_ENTITY_TOO_LARGE": "413",
     "UNSUPPORTED_MEDIA_TYPE": "415",
-    "TOO_MANY_REQUESTS": "429",
+    "RATE_LIMITED": "429",
     "SERVICE_UNAVAILABLE": "503",
+}
+
+
+RATE_LIMIT_HEADERS = {
+    "X-RateLimit-Limit": "Requests allowed per minute for your tenant (all keys together).",
+    "X-RateLimit-Remaining": "Requests left in the current one-minute window.",
+    "X-RateLimit-Reset": "Unix time (seconds) at which the current window ends.",
 }
 
 
 def register_blueprints(api: Api) -> None:
     api.spec.components.security_scheme("ApiKeyAuth", API_KEY_SCHEME)
     api.spec.components.security_scheme("RuntimeToken", RUNTIME_SCHEME)
+    for name, description in RATE_LIMIT_HEADERS.items():
+        api.spec.components.header(
+            name, {"description": description, "schema": {"type": "integer"}}
+        )
+    api.spec.components.header(
+        "Retry-After",
+        {"description": "Seconds until the window ends.", "schema": {"type": "integer"}},
+    )
+    api.spec.components.response(
+        "RATE_LIMITED",
+        {
+            "description": "Rate limit exceeded (starter 60, business 300 requests per minute, "
+            "enterprise as agreed); error code rate_limited.",
+            "headers": {
+                name: {"$ref": f"#/components/headers/{name}"}
+                for name in ["Retry-After", *RATE_LIMIT_HEADERS]
+            },
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        },
+    )
     api.register_blueprint(health.blp)
     for blp in TENANT_BLUEPRINTS + RUNTIME_BLUEPRINTS:
         api.register_blueprint(blp)
@@ -46,7 +73,7 @@ def document_errors(api: Api) -> None:
                 names.append("UNAUTHORIZED")
                 operation["security"] = [{"ApiKeyAuth": []}] if tenant else [{"RuntimeToken": []}]
             if tenant:
-                names.append("TOO_MANY_REQUESTS")
+                names.append("RATE_LIMITED")
             if runtime:
                 names.append("SERVICE_UNAVAILABLE")
             if re.search(r"\{[^}]+\}", path):
@@ -56,3 +83,10 @@ def document_errors(api: Api) -> None:
             responses = operation.setdefault("responses", {})
             for name in names:
                 responses.setdefault(STATUS_OF[name], api.spec.components.get_ref("response", name))
+            if tenant:
+                for response in responses.values():
+                    if "$ref" not in response:
+                        response["headers"] = {
+                            name: {"$ref": f"#/components/headers/{name}"}
+                            for name in RATE_LIMIT_HEADERS
+                        }

@@ -31,30 +31,29 @@ def require_json_body() -> None:
         )
 
 
-def tenant_request() -> None:
-    require_api_key()
-    require_json_body()
-
-
-def runtime_request() -> None:
-    require_runtime_token()
-    require_json_body()
-
-
 class TenantBlueprint(Blueprint):
-    """A blueprint of the tenant API (/api/v1): every request needs an API key."""
+    """A blueprint of the tenant API (/api/v1): every request needs an API key.
+
+    The key is checked by app.auth.authenticate_request, an app-level hook that runs before
+    the rate limiter, so the limiter can count per tenant and bad keys count for nobody.
+    """
+
+    authenticate = staticmethod(require_api_key)
+    rate_limited = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.before_request(tenant_request)
+        self.before_request(require_json_body)
 
 
 class RuntimeBlueprint(Blueprint):
     """A blueprint of the runtime API (/internal/v1): every request needs the runtime token."""
 
+    authenticate = staticmethod(require_runtime_token)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.before_request(runtime_request)
+        self.before_request(require_json_body)
 
 
 class Timestamp(ma.fields.DateTime):

@@ -1,0 +1,164 @@
+"""Shared bench machinery: a seeded database, gunicorn servers and a keep-alive load generator.
+
+Benchmarks are not tests: each one compares the service with a baseline in the same run on
+the same machine and prints a table of ratios.
+"""
+
+import http.client
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+GUNICORN_ARGS = ["-w", "2", "-k", "gthread", "--threads", "4", "--backlog", "2048"]
+GUNICORN = " ".join(GUNICORN_ARGS)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def temp_sqlite_url() -> str:
+    return f"sqlite:///{tempfile.mkdtemp(prefix='va-bench-')}/bench.db"
+
+
+@contextmanager
+def gunicorn(app_path: str, env: dict[str, str] | None = None) -> Iterator[int]:
+    """Run gunicorn with the bench settings on a free port; yield the port."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", *GUNICORN_ARGS, "-b", f"127.0.0.1:{port}", app_path],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.time() > deadline or process.poll() is not None:
+                    raise RuntimeError(f"gunicorn {app_path} did not start") from None
+                time.sleep(0.1)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+
+
+def load(
+    port: int, path: str, headers: dict[str, str], *, seconds: float = 5.0, concurrency: int = 8
+) -> dict[str, float]:
+    """GET path at fixed concurrency over keep-alive connections: wrk when installed (Debian's
+    package; it costs the server little CPU), else a Python generator."""
+    if shutil.which("wrk"):
+        return load_wrk(port, path, headers, seconds=seconds, concurrency=concurrency)
+    return load_python(port, path, headers, seconds=seconds, concurrency=concurrency)
+
+
+def _ms(text: str) -> float:
+    value, unit = re.match(r"([\d.]+)(us|ms|s)", text).groups()  # type: ignore[union-attr]
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def load_wrk(
+    port: int, path: str, headers: dict[str, str], *, seconds: float, concurrency: int
+) -> dict[str, float]:
+    url = f"http://127.0.0.1:{port}{path}"
+    header_args = [arg for name, value in headers.items() for arg in ("-H", f"{name}: {value}")]
+    subprocess.run(["wrk", "-t1", "-c2", "-d1s", *header_args, url], capture_output=True)
+    out = subprocess.run(
+        ["wrk", "-t2", f"-c{concurrency}", f"-d{int(seconds)}s", "--latency", *header_args, url],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    latency = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out, re.M))
+    requests_done = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    errors = int(bad.group(1)) if bad else 0
+    return {
+        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
+        "p50_ms": _ms(latency["50"]),
+        "p99_ms": _ms(latency["99"]),
+        "errors": errors,
+        "requests": requests_done,
+    }
+
+
+def load_python(
+    port: int, path: str, headers: dict[str, str], *, seconds: float, concurrency: int
+) -> dict[str, float]:
+    latencies: list[float] = []
+    errors = [0]
+    lock = threading.Lock()
+    stop_at = time.perf_counter() + seconds
+
+    def run() -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        mine: list[float] = []
+        bad = 0
+        while time.perf_counter() < stop_at:
+            started = time.perf_counter()
+            connection.request("GET", path, headers=headers)
+            response = connection.getresponse()
+            response.read()
+            mine.append(time.perf_counter() - started)
+            if response.status != 200:
+                bad += 1
+        connection.close()
+        with lock:
+            latencies.extend(mine)
+            errors[0] += bad
+
+    warm = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    for _ in range(50):
+        warm.request("GET", path, headers=headers)
+        warm.getresponse().read()
+    warm.close()
+    threads = [threading.Thread(target=run) for _ in range(concurrency)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    latencies.sort()
+    return {
+        "rps": len(latencies) / elapsed,
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
+        "errors": errors[0],
+        "requests": len(latencies),
+    }
+
+
+def median_run(runs: list[dict[str, float]]) -> dict[str, float]:
+    """The run with the median throughput (its latencies come with it)."""
+    return sorted(runs, key=lambda run: run["rps"])[len(runs) // 2]
+
+
+def print_table(title: str, header: list[str], rows: list[list[object]]) -> None:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
+    print(f"\n{title}")
+    print("  ".join(str(cell).ljust(width) for cell, width in zip(header, widths, strict=True)))
+    print("  ".join("-" * width for width in widths))
+    for row in rows:
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)))

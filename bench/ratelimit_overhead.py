@@ -1,0 +1,74 @@
+"""Rate limiter overhead: GET /api/v1/agents with and without the limiter, same gunicorn.
+
+Target: the limiter (counters in Redis) costs at most 10 % of throughput.
+"""
+
+import os
+import sys
+
+from _harness import GUNICORN, gunicorn, load, median_run, print_table, temp_sqlite_url
+
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
+ROUNDS = 3
+
+
+def seed(database_url: str) -> str:
+    from app import create_app, db
+    from app.services import agents, keys, tenants
+
+    app = create_app({"DATABASE_URL": database_url, "REDIS_URL": None})
+    with app.app_context():
+        db.upgrade()
+        tenant = tenants.create_tenant(name="bench", plan="enterprise", rate_limit=10**9)
+        for i in range(5):
+            agents.create_agent(tenant=tenant, name=f"Agent {i}", system_prompt="Be brief.")
+        return keys.create_key(tenant=tenant, name="bench")[1]
+
+
+def main() -> None:
+    import redis
+
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).flushdb()
+    except redis.RedisError as exc:
+        sys.exit(f"This benchmark needs Redis at {REDIS_URL} (BENCH_REDIS_URL): {exc}")
+    database_url = temp_sqlite_url()
+    key = seed(database_url)
+    headers = {"x-api-key": key}
+    configurations = {"limiter off": "false", "limiter on (Redis)": "true"}
+    runs: dict[str, list[dict[str, float]]] = {label: [] for label in configurations}
+    for _ in range(ROUNDS):  # alternate, so drift on the machine hits both alike
+        for label, enabled in configurations.items():
+            env = {
+                "DATABASE_URL": database_url,
+                "REDIS_URL": REDIS_URL,
+                "QUEUE_MODE": "inline",
+                "RATELIMIT_ENABLED": enabled,
+            }
+            with gunicorn("wsgi:app", env) as port:
+                runs[label].append(load(port, "/api/v1/agents", headers, seconds=4))
+    results = {label: median_run(found) for label, found in runs.items()}
+    base = results["limiter off"]
+    rows = [
+        [
+            label,
+            f"{r['rps']:.0f}",
+            f"{r['rps'] / base['rps']:.2f}",
+            f"{r['p50_ms']:.2f}",
+            f"{r['p99_ms']:.2f}",
+            r["errors"],
+        ]
+        for label, r in results.items()
+    ]
+    print_table(
+        f"GET /api/v1/agents (5 agents), gunicorn {GUNICORN}, 8 keep-alive clients, "
+        f"median of {ROUNDS} alternating 4 s runs",
+        ["configuration", "req/s", "ratio", "p50 ms", "p99 ms", "errors"],
+        rows,
+    )
+    cost = 1 - results["limiter on (Redis)"]["rps"] / base["rps"]
+    print(f"\nlimiter cost: {cost:.1%} of throughput (target <= 10 %)")
+
+
+if __name__ == "__main__":
+    main()

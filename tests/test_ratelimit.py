@@ -1,0 +1,239 @@
+"""Per-tenant rate limits: counts, headers, 429 body, plans, Redis sharing and fail-soft."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from app import create_app
+from app.services import keys as key_service
+from app.services import tenants as tenant_service
+from tests.helpers import assert_error
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def burst(client, headers, count, path="/api/v1/agents"):
+    return [client.get(path, headers=headers) for _ in range(count)]
+
+
+@pytest.fixture
+def starter_headers(app):
+    tenant = tenant_service.create_tenant(name="small", plan="starter")
+    return {"x-api-key": key_service.create_key(tenant=tenant, name="k")[1]}
+
+
+def test_starter_tenant_gets_exactly_60_then_429(client, starter_headers):
+    responses = burst(client, starter_headers, 80)
+    statuses = [r.status_code for r in responses]
+    assert statuses.count(200) == 60 and statuses.count(429) == 20
+    assert statuses[:60] == [200] * 60
+    first = responses[0]
+    assert first.headers["X-RateLimit-Limit"] == "60"
+    assert first.headers["X-RateLimit-Remaining"] == "59"
+    assert "Retry-After" not in first.headers
+    limited = responses[-1]
+    error = assert_error(limited, 429, "rate_limited")
+    assert "60 requests per minute" in error["message"]
+    assert limited.headers["X-RateLimit-Remaining"] == "0"
+    reset = int(limited.headers["X-RateLimit-Reset"])
+    assert time.time() - 1 <= reset <= time.time() + 61
+    assert 0 < int(limited.headers["Retry-After"]) <= 60
+
+
+def test_limit_is_shared_by_all_keys_and_routes_of_a_tenant(app, client, starter_headers):
+    tenant = tenant_service.find_tenant("small")
+    second = {"x-api-key": key_service.create_key(tenant=tenant, name="k2")[1]}
+    burst(client, starter_headers, 30)
+    burst(client, second, 30, path="/api/v1/phone-numbers")
+    assert_error(client.get("/api/v1/agents", headers=second), 429, "rate_limited")
+
+
+def test_business_tenant_is_unaffected_by_starter_burst(client, starter_headers, headers):
+    burst(client, starter_headers, 70)
+    response = client.get("/api/v1/agents", headers=headers)
+    assert response.status_code == 200
+    assert response.headers["X-RateLimit-Limit"] == "300"
+
+
+def test_error_responses_carry_rate_headers_and_count(client, starter_headers):
+    response = client.get("/api/v1/agents/agent_nope", headers=starter_headers)
+    assert_error(response, 404, "not_found")
+    assert response.headers["X-RateLimit-Remaining"] == "59"
+    response = client.post("/api/v1/agents", json={}, headers=starter_headers)
+    assert response.status_code == 422 and response.headers["X-RateLimit-Remaining"] == "58"
+
+
+def test_bad_keys_count_for_nobody(client, starter_headers):
+    for _ in range(70):
+        assert client.get("/api/v1/agents", headers={"x-api-key": "dkl_wrong"}).status_code == 401
+    response = client.get("/api/v1/agents", headers=starter_headers)
+    assert response.headers["X-RateLimit-Remaining"] == "59"
+
+
+def test_runtime_health_and_docs_are_not_limited(client, starter_headers, runtime_headers):
+    for path in ("/healthz", "/api/v1/openapi.json"):
+        for _ in range(70):
+            response = client.get(path, headers=starter_headers)
+        assert response.status_code == 200 and "X-RateLimit-Limit" not in response.headers
+
+
+def test_plan_change_applies_without_restart(runner, client, starter_headers):
+    burst(client, starter_headers, 60)
+    assert client.get("/api/v1/agents", headers=starter_headers).status_code == 429
+    result = runner.invoke(args=["tenants", "set-plan", "--tenant", "small", "business"])
+    assert result.exit_code == 0
+    response = client.get("/api/v1/agents", headers=starter_headers)
+    assert response.status_code == 200 and response.headers["X-RateLimit-Limit"] == "300"
+
+
+def test_enterprise_custom_limit(runner, client, starter_headers):
+    runner.invoke(
+        args=["tenants", "set-plan", "--tenant", "small", "enterprise", "--rate-limit", "5"]
+    )
+    statuses = [r.status_code for r in burst(client, starter_headers, 7)]
+    assert statuses == [200] * 5 + [429] * 2
+
+
+def test_counters_in_redis_are_shared_between_app_instances(app_config, redis_client, redis_url):
+    config = {**app_config, "REDIS_URL": redis_url, "QUEUE_MODE": "inline"}
+    first, second = create_app(config), create_app(config)
+    with first.app_context():
+        tenant = tenant_service.create_tenant(name="shared", plan="starter")
+        headers = {"x-api-key": key_service.create_key(tenant=tenant, name="k")[1]}
+    statuses = []
+    for i in range(80):
+        instance = first if i % 2 else second
+        statuses.append(instance.test_client().get("/api/v1/agents", headers=headers).status_code)
+    assert statuses.count(200) == 60 and statuses.count(429) == 20
+    assert any(b"voiceagent" in key for key in redis_client.keys("*"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def throwaway_redis(tmp_path):
+    """A redis-server of our own on a free port, which a test may stop."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is needed on PATH for the Redis fault tests")
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    yield url, process
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+def test_api_keeps_serving_when_redis_goes_away(app_config, throwaway_redis, caplog):
+    url, process = throwaway_redis
+    app = create_app({**app_config, "REDIS_URL": url, "QUEUE_MODE": "inline"})
+    with app.app_context():
+        tenant = tenant_service.create_tenant(name="resilient", plan="starter")
+        headers = {"x-api-key": key_service.create_key(tenant=tenant, name="k")[1]}
+    client = app.test_client()
+    assert client.get("/api/v1/agents", headers=headers).status_code == 200
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    started = time.perf_counter()
+    statuses = [client.get("/api/v1/agents", headers=headers).status_code for _ in range(20)]
+    assert statuses == [200] * 20
+    assert time.perf_counter() - started < 10
+    warnings = [r for r in caplog.records if "unreachable" in r.getMessage()]
+    assert len(warnings) == 1
+
+
+@pytest.mark.slow
+def test_gunicorn_workers_share_the_count(app_config, redis_client, redis_url, tmp_path):
+    """Two gunicorn workers on one Redis: a starter burst of 80 gets exactly 60 through."""
+    config = {**app_config, "REDIS_URL": redis_url}
+    app = create_app(config)
+    with app.app_context():
+        tenant = tenant_service.create_tenant(name="burst", plan="starter")
+        headers = {"x-api-key": key_service.create_key(tenant=tenant, name="k")[1]}
+        business = tenant_service.create_tenant(name="big", plan="business")
+        business_headers = {"x-api-key": key_service.create_key(tenant=business, name="k")[1]}
+    port = free_port()
+    access_log = tmp_path / "access.log"
+    env = {
+        **os.environ,
+        "DATABASE_URL": config["DATABASE_URL"],
+        "REDIS_URL": redis_url,
+        "QUEUE_MODE": "inline",
+    }
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-w",
+            "2",
+            "-b",
+            f"127.0.0.1:{port}",
+            "--access-logfile",
+            str(access_log),
+            "--access-logformat",
+            "%(p)s %(s)s",
+            "wsgi:app",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}/api/v1/agents"
+        deadline = time.time() + 30
+        while True:
+            try:
+                requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                break
+            except requests.RequestException:
+                assert time.time() < deadline, "gunicorn did not start"
+                time.sleep(0.1)
+        statuses = []
+        for _ in range(80):
+            # A new connection each time, so both workers take requests.
+            response = requests.get(base, headers={**headers, "Connection": "close"}, timeout=5)
+            statuses.append(response.status_code)
+            assert requests.get(base, headers=business_headers, timeout=5).status_code == 200
+        assert statuses.count(200) == 60 and statuses.count(429) == 20
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    worker_pids = {line.split()[0] for line in access_log.read_text().splitlines()}
+    assert len(worker_pids) == 2, "the requests should have been spread over both workers"
