@@ -5,7 +5,15 @@ import re
 import pytest
 
 from app.models import ALL_MODELS
+from app.services import functions as function_service
 from app.services import phone_numbers as number_service
+
+FUNCTION = {
+    "name": "lookup_order",
+    "description": "Look up an order.",
+    "endpoint": "https://example.com/orders",
+    "parameters": {"type": "object", "properties": {}},
+}
 
 # How to make, for tenant A, the resource each URL variable names. A route with a variable
 # missing here fails test_every_id_route_is_covered, so new routes cannot skip the check.
@@ -14,9 +22,14 @@ FACTORIES = {
     "number_id": lambda ctx: (
         number_service.add_number(tenant=ctx["tenant"], display_number="+6221555099").id
     ),
+    "name": lambda ctx: (
+        function_service.create_function(
+            tenant=ctx["tenant"], agent_id=ctx["agent_id"], **FUNCTION
+        ).name
+    ),
 }
 
-BODIES = {"assign-agent": {"agentId": None}}
+BODIES = {"assign-agent": {"agentId": None}, "functions": {**FUNCTION, "name": "other"}}
 
 
 def id_routes(app):

@@ -1,0 +1,139 @@
+"""Function definition schemas (SPEC.md section 2, DESIGN.md section 3)."""
+
+from typing import Any
+
+from marshmallow import ValidationError, fields, validate, validates_schema
+
+from app.resources.common import Schema, Timestamp
+from app.services.functions import JSON_TYPES
+
+NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+class PropertySchema(Schema):
+    type = fields.String(
+        required=True,
+        validate=validate.OneOf(tuple(JSON_TYPES)),
+        metadata={"description": "string, number, integer, boolean, array or object."},
+    )
+    description = fields.String(
+        required=True,
+        validate=validate.Length(1, 1000),
+        metadata={"description": "What the value means, for the AI."},
+    )
+    enum = fields.List(
+        fields.Raw(),
+        validate=validate.Length(1, 100),
+        metadata={"description": "Optional: the only values allowed."},
+    )
+    items = fields.Dict(
+        metadata={"description": 'Optional, for arrays: the items\' type, e.g. {"type": "string"}.'}
+    )
+
+    def get_attribute(self, obj: Any, attr: str, default: Any) -> Any:
+        # Stored definitions are dicts, and dict.items must not pass for the "items" field.
+        return (
+            obj.get(attr, default)
+            if isinstance(obj, dict)
+            else super().get_attribute(obj, attr, default)
+        )
+
+    @validates_schema
+    def check_items(self, data: dict[str, Any], **kwargs: Any) -> None:
+        items = data.get("items")
+        if items is None:
+            return
+        if data["type"] != "array":
+            raise ValidationError("Only arrays have items.", "items")
+        if set(items) - {"type"} or items.get("type") not in JSON_TYPES:
+            raise ValidationError(
+                'Must be {"type": T} with T one of ' + ", ".join(JSON_TYPES) + ".", "items"
+            )
+
+
+class ParametersSchema(Schema):
+    type = fields.String(
+        required=True,
+        validate=validate.Equal("object", error="Must be object."),
+        metadata={"description": "Always object."},
+    )
+    properties = fields.Dict(
+        keys=fields.String(validate=validate.Regexp(NAME, error="Not a valid parameter name.")),
+        values=fields.Nested(PropertySchema),
+        load_default=dict,
+        validate=validate.Length(max=64),
+        metadata={"description": "Parameter name to {type, description}."},
+    )
+    required = fields.List(
+        fields.String(),
+        load_default=list,
+        metadata={"description": "Names of the parameters the AI must always pass."},
+    )
+
+    @validates_schema
+    def check_required(self, data: dict[str, Any], **kwargs: Any) -> None:
+        required = data.get("required", [])
+        undeclared = [name for name in required if name not in data.get("properties", {})]
+        if undeclared:
+            raise ValidationError(
+                f"Not declared in properties: {', '.join(undeclared)}.", "required"
+            )
+        if len(set(required)) != len(required):
+            raise ValidationError("Items must be unique.", "required")
+
+
+class FunctionSchema(Schema):
+    name = fields.String(
+        required=True,
+        validate=validate.Regexp(NAME, error="Letters, digits and _, not starting with a digit."),
+        metadata={"description": "Unique per agent; the path key when deleting."},
+    )
+    description = fields.String(
+        required=True,
+        validate=validate.Length(1, 2000),
+        metadata={"description": "Tells the AI what the function does."},
+    )
+    endpoint = fields.String(
+        required=True,
+        validate=validate.Length(1, 2048),
+        metadata={"description": "Your https URL that the service calls."},
+    )
+    method = fields.String(
+        load_default="POST",
+        validate=validate.OneOf(METHODS),
+        metadata={
+            "description": "POST, PUT and PATCH send a JSON body; GET and DELETE send the "
+            "values as query parameters. Default POST."
+        },
+    )
+    parameters = fields.Nested(
+        ParametersSchema,
+        required=True,
+        metadata={"description": "JSON-Schema-like object describing the parameters."},
+    )
+    created_at = Timestamp(data_key="createdAt", dump_only=True)
+
+
+class FunctionCreateSchema(FunctionSchema):
+    secret = fields.String(
+        load_only=True,
+        validate=validate.Length(16, 256),
+        metadata={
+            "description": "Optional signing secret (16–256 characters); generated if absent."
+        },
+    )
+
+
+class FunctionCreatedSchema(FunctionSchema):
+    signing_secret = fields.String(
+        data_key="signingSecret",
+        dump_only=True,
+        metadata={
+            "description": "Key of the X-Service-Signature HMAC on invocations. Shown only here."
+        },
+    )
+
+
+class FunctionListSchema(Schema):
+    functions = fields.List(fields.Nested(FunctionSchema), required=True)

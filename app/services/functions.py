@@ -1,0 +1,89 @@
+"""Agent functions: definitions the AI may call mid-call, and the rules their arguments obey."""
+
+import secrets
+from typing import Any
+
+from app import queue
+from app.errors import Conflict, NotFound
+from app.models import Agent, Function, Tenant
+from app.services import agents as agent_service
+from app.util import new_id
+
+JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "number": (int, float),
+    "integer": (int,),
+    "boolean": (bool,),
+    "array": (list,),
+    "object": (dict,),
+}
+
+
+def list_functions(*, tenant: Tenant, agent_id: str) -> list[Function]:
+    agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
+    return list(Function.select().where(Function.agent == agent).order_by(Function.created_at))
+
+
+def get_function(*, agent: Agent, name: str) -> Function:
+    function = Function.get_or_none((Function.agent == agent) & (Function.name == name))
+    if function is None:
+        raise NotFound(f"Function {name} not found on agent {agent.id}.")
+    return function
+
+
+def create_function(
+    *, tenant: Tenant, agent_id: str, secret: str | None = None, **fields: Any
+) -> Function:
+    """Define a function on one of the tenant's agents; names are unique per agent."""
+    with queue.transaction():
+        agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
+        exists = Function.select().where(
+            (Function.agent == agent) & (Function.name == fields["name"])
+        )
+        if exists.exists():
+            raise Conflict(f"Agent {agent.id} already has a function named {fields['name']}.")
+        return Function.create(
+            id=new_id("fn"),
+            tenant=tenant,
+            agent=agent,
+            signing_secret=secret or "fsec_" + secrets.token_urlsafe(32),
+            **fields,
+        )
+
+
+def delete_function(*, tenant: Tenant, agent_id: str, name: str) -> None:
+    with queue.transaction():
+        agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
+        get_function(agent=agent, name=name).delete_instance()
+
+
+def _matches(value: Any, spec: dict[str, Any]) -> bool:
+    expected = JSON_TYPES[spec["type"]]
+    if isinstance(value, bool) and bool not in expected:
+        return False  # JSON true is not a number
+    if not isinstance(value, expected):
+        return False
+    if "enum" in spec and value not in spec["enum"]:
+        return False
+    if spec["type"] == "array" and "items" in spec:
+        return all(_matches(item, spec["items"]) for item in value)
+    return True
+
+
+def argument_errors(schema: dict[str, Any], values: Any) -> dict[str, list[str]]:
+    """Per-parameter problems of values against a function's declared parameters ({} = valid)."""
+    if not isinstance(values, dict):
+        return {"parameters": ["Must be an object."]}
+    properties = schema.get("properties", {})
+    errors: dict[str, list[str]] = {}
+    for name in schema.get("required", []):
+        if name not in values:
+            errors[name] = ["Missing required parameter."]
+    for name, value in values.items():
+        spec = properties.get(name)
+        if spec is None:
+            errors[name] = ["Unknown parameter."]
+        elif not _matches(value, spec):
+            detail = f" one of {spec['enum']}" if "enum" in spec else ""
+            errors[name] = [f"Must be of type {spec['type']}{detail}."]
+    return errors

@@ -1,0 +1,147 @@
+"""Agent functions: definitions API."""
+
+import pytest
+
+from app.models import Function
+from tests.helpers import assert_error
+
+PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "orderId": {"type": "string", "description": "The order number."},
+        "express": {"type": "boolean", "description": "Express shipping?"},
+        "tags": {"type": "array", "description": "Labels.", "items": {"type": "string"}},
+        "size": {"type": "string", "description": "Size.", "enum": ["S", "M", "L"]},
+    },
+    "required": ["orderId"],
+}
+
+
+def body(**fields):
+    return {
+        "name": "lookup_order",
+        "description": "Look up an order by its number.",
+        "endpoint": "https://crm.example.com/orders",
+        "method": "GET",
+        "parameters": PARAMETERS,
+        **fields,
+    }
+
+
+def create(client, headers, agent_id, **fields):
+    return client.post(f"/api/v1/agents/{agent_id}/functions", json=body(**fields), headers=headers)
+
+
+def test_create_function_returns_signing_secret_once(client, headers, agent_id):
+    response = create(client, headers, agent_id)
+    assert response.status_code == 201
+    created = response.json
+    assert set(created) == {
+        "name",
+        "description",
+        "endpoint",
+        "method",
+        "parameters",
+        "createdAt",
+        "signingSecret",
+    }
+    assert created["signingSecret"].startswith("fsec_") and len(created["signingSecret"]) > 40
+    assert created["parameters"] == PARAMETERS
+    listed = client.get(f"/api/v1/agents/{agent_id}/functions", headers=headers)
+    assert listed.status_code == 200
+    [item] = listed.json["functions"]
+    assert "signingSecret" not in item and created["signingSecret"] not in listed.text
+    assert item == {k: v for k, v in created.items() if k != "signingSecret"}
+
+
+def test_create_function_with_own_secret_and_default_method(client, headers, agent_id):
+    fields = body(secret="s" * 20)
+    del fields["method"]
+    response = client.post(f"/api/v1/agents/{agent_id}/functions", json=fields, headers=headers)
+    assert response.status_code == 201
+    assert response.json["signingSecret"] == "s" * 20
+    assert response.json["method"] == "POST"
+
+
+def test_duplicate_function_name_is_conflict(client, headers, agent_id):
+    create(client, headers, agent_id)
+    error = assert_error(create(client, headers, agent_id), 409, "conflict")
+    assert "lookup_order" in error["message"]
+
+
+def test_same_name_on_two_agents_is_fine(client, headers, agent_id):
+    other = client.post(
+        "/api/v1/agents", json={"name": "B", "systemPrompt": "x"}, headers=headers
+    ).json["id"]
+    assert create(client, headers, agent_id).status_code == 201
+    assert create(client, headers, other).status_code == 201
+
+
+@pytest.mark.parametrize(
+    ("fields", "bad_field"),
+    [
+        ({"name": "1abc"}, "name"),
+        ({"name": "has-dash"}, "name"),
+        ({"method": "TRACE"}, "method"),
+        ({"description": ""}, "description"),
+        ({"secret": "short"}, "secret"),
+        ({"parameters": {"type": "array"}}, "parameters"),
+        (
+            {
+                "parameters": {
+                    "type": "object",
+                    "properties": {"a": {"type": "date", "description": "x"}},
+                }
+            },
+            "parameters",
+        ),
+        ({"parameters": {"type": "object", "properties": {"a": {"type": "string"}}}}, "parameters"),
+        ({"parameters": {"type": "object", "properties": {}, "required": ["ghost"]}}, "parameters"),
+        (
+            {
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "a": {"type": "string", "description": "x", "items": {"type": "string"}}
+                    },
+                }
+            },
+            "parameters",
+        ),
+        ({"parameters": {"type": "object", "extra": 1}}, "parameters"),
+        ({"unknown": 1}, "unknown"),
+    ],
+)
+def test_create_function_rejects_invalid_definition(client, headers, agent_id, fields, bad_field):
+    error = assert_error(create(client, headers, agent_id, **fields), 422, "validation_error")
+    assert bad_field in error["details"]
+
+
+def test_functions_of_unknown_agent_are_not_found(client, headers):
+    assert_error(
+        client.get("/api/v1/agents/agent_nope/functions", headers=headers), 404, "not_found"
+    )
+    assert_error(create(client, headers, "agent_nope"), 404, "not_found")
+
+
+def test_delete_function(client, headers, agent_id):
+    create(client, headers, agent_id)
+    response = client.delete(f"/api/v1/agents/{agent_id}/functions/lookup_order", headers=headers)
+    assert response.status_code == 204 and response.data == b""
+    assert client.get(f"/api/v1/agents/{agent_id}/functions", headers=headers).json == {
+        "functions": []
+    }
+    assert_error(
+        client.delete(f"/api/v1/agents/{agent_id}/functions/lookup_order", headers=headers),
+        404,
+        "not_found",
+    )
+
+
+def test_functions_of_deleted_agent_are_gone(client, headers, agent_id):
+    create(client, headers, agent_id)
+    client.delete(f"/api/v1/agents/{agent_id}", headers=headers)
+    assert Function.select().count() == 0
+    assert_error(
+        client.get(f"/api/v1/agents/{agent_id}/functions", headers=headers), 404, "not_found"
+    )
