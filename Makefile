@@ -29,19 +29,19 @@ run: install
 	$(BIN)/flask db upgrade
 	$(BIN)/flask demo
 	@echo "Runtime API token (Authorization: Bearer ...): $(RUNTIME_TOKEN)"
-	RUNTIME_TOKEN=$(RUNTIME_TOKEN) ALLOW_PRIVATE_URLS=$${ALLOW_PRIVATE_URLS:-1} \
+	RUNTIME_TOKEN=$(RUNTIME_TOKEN) ALLOW_PRIVATE_URLS=$${ALLOW_PRIVATE_URLS:-1} LOG_FORMAT=$${LOG_FORMAT:-text} \
 		$(BIN)/flask run --host 127.0.0.1 --port $(PORT)
 
 lint: install-dev
-	$(BIN)/ruff check app tests bench worker.py wsgi.py
-	$(BIN)/ruff format --check app tests bench worker.py wsgi.py
+	$(BIN)/ruff check app tests bench deploy worker.py wsgi.py
+	$(BIN)/ruff format --check app tests bench deploy worker.py wsgi.py
 
 test: install-dev lint
 	@$(BIN)/python -c "import redis, sys; redis.Redis.from_url('$(TEST_REDIS_URL)', socket_connect_timeout=2).ping()" 2>/dev/null || { \
 		echo "make test needs Redis at $(TEST_REDIS_URL) (set TEST_REDIS_URL to use another)."; \
 		echo "Install and start it: apt-get install redis-server && redis-server --daemonize yes"; \
 		exit 1; }
-	$(BIN)/pytest -m "not soak"
+	$(BIN)/pytest -m "not soak and not postgres_only"
 	@$(MAKE) --no-print-directory test-postgres
 
 # The suite again on PostgreSQL: TEST_DATABASE_URL when set (then it must answer),

@@ -1,17 +1,14 @@
 """Voice Agent Management API: the application factory."""
 
-import logging
 import os
 from typing import Any
 
 from flask import Flask, g
 
-from app import auth, db, errors, ratelimit
+from app import auth, db, errors, logs, metrics, ratelimit
 from app import config as default_config
 from app.extensions import api
 from app.util import new_id
-
-log = logging.getLogger(__name__)
 
 TRUE_WORDS = {"1", "true", "yes", "on"}
 
@@ -52,14 +49,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         app.config.from_mapping(test_config)
     finish_config(app.config)
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    if not app.debug and not logging.getLogger().handlers:
-        logging.basicConfig(
-            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-        )
-    logging.getLogger("peewee_migrate").setLevel(logging.WARNING)
 
     db.init_app(app)
     register_request_id(app)
+    logs.init_app(app)
+    metrics.init_app(app)
     app.before_request(auth.authenticate_request)
     ratelimit.init_app(app)
     api.init_app(app)

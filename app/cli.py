@@ -5,13 +5,13 @@ from functools import wraps
 from typing import Any
 
 import click
-from flask import Flask
+from flask import Flask, current_app
 from flask.cli import AppGroup
 
 from app import db
 from app.errors import AppError
 from app.services import agents as agent_service
-from app.services import billing
+from app.services import billing, maintenance
 from app.services import keys as key_service
 from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
@@ -21,7 +21,8 @@ tenants_cli = AppGroup("tenants", help="Create and manage tenants.")
 keys_cli = AppGroup("keys", help="Create, list and revoke API keys.")
 numbers_cli = AppGroup("numbers", help="Provision phone numbers.")
 credits_cli = AppGroup("credits", help="Grant credit minutes.")
-db_cli = AppGroup("db", help="Database schema.")
+db_cli = AppGroup("db", help="Database schema and backups.")
+maintenance_cli = AppGroup("maintenance", help="Housekeeping of old data.")
 
 
 def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -169,6 +170,34 @@ def db_upgrade() -> None:
     click.echo(f"Applied {', '.join(applied)}." if applied else "The schema is up to date.")
 
 
+@db_cli.command("backup")
+@click.argument("path")
+@user_errors
+def db_backup(path: str) -> None:
+    """Copy the SQLite database to PATH, consistently, while the service runs."""
+    result = maintenance.backup_sqlite(target=path)
+    click.echo(f"Backed up {result['tables']} tables ({result['bytes']} bytes) to {path}.")
+
+
+@maintenance_cli.command("prune")
+@click.option(
+    "--days",
+    type=int,
+    default=None,
+    help="Keep this many days (default: RETENTION_DAYS, 30).",
+)
+@click.option("--batch-size", type=int, default=500, show_default=True)
+@user_errors
+def maintenance_prune(days: int | None, batch_size: int) -> None:
+    """Delete delivery attempts and finished events older than the retention."""
+    days = days or current_app.config["RETENTION_DAYS"]
+    counts = maintenance.prune(older_than_days=days, batch_size=batch_size)
+    click.echo(
+        f"Deleted {counts['attempts']} delivery attempts, {counts['deliveries']} deliveries "
+        f"and {counts['events']} events older than {days} days."
+    )
+
+
 DEMO_TENANT = "demo"
 DEMO_NUMBER = "+6221555010"
 
@@ -211,6 +240,6 @@ def demo() -> None:
 
 
 def init_app(app: Flask) -> None:
-    for group in (tenants_cli, keys_cli, numbers_cli, credits_cli, db_cli):
+    for group in (tenants_cli, keys_cli, numbers_cli, credits_cli, db_cli, maintenance_cli):
         app.cli.add_command(group)
     app.cli.add_command(demo)

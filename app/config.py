@@ -21,6 +21,16 @@ ALLOW_PRIVATE_URLS = False
 # Per-tenant rate limits (SPEC.md section 8). Counters live in Redis when REDIS_URL is set.
 RATELIMIT_ENABLED = True
 
+# flask maintenance prune deletes delivery attempts and finished events older than this.
+RETENTION_DAYS = 30
+
+# Bearer token for GET /metrics (Prometheus). Unset: /metrics answers 404.
+METRICS_TOKEN = None
+
+# Logs: "json" (one JSON object a line, for production) or "text" (development).
+LOG_FORMAT = "json"
+LOG_LEVEL = "INFO"
+
 # Flask's secret key (not used for API keys, which are stored hashed).
 SECRET_KEY = "change-me"
 

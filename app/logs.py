@@ -1,0 +1,88 @@
+"""Logging: JSON lines (production) or plain text (development), and one line per request.
+
+Request lines carry the request id, tenant id, method, route, status and duration; never a
+header, a query string or a body, so API keys and secrets cannot reach the log.
+"""
+
+import json
+import logging
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import Flask, Response, g, request
+
+request_log = logging.getLogger("app.requests")
+
+# Attributes every LogRecord has; anything else was passed with extra= and is logged.
+_STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        payload: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        payload.update({k: v for k, v in record.__dict__.items() if k not in _STANDARD})
+        if record.exc_info:
+            payload["exception"] = self.formatException(record.exc_info)
+        return json.dumps(payload, default=str, ensure_ascii=False)
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        extra = " ".join(f"{k}={v}" for k, v in record.__dict__.items() if k not in _STANDARD)
+        line = super().format(record)
+        return f"{line} {extra}" if extra else line
+
+
+def configure(log_format: str, level: str) -> None:
+    """Install one handler on the root logger (once per process)."""
+    root = logging.getLogger()
+    handler = next((h for h in root.handlers if getattr(h, "_voiceagent", False)), None)
+    if handler is None:
+        handler = logging.StreamHandler(sys.stderr)
+        handler._voiceagent = True  # type: ignore[attr-defined]
+        root.addHandler(handler)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    root.setLevel(level.upper())
+    logging.getLogger("peewee_migrate").setLevel(logging.WARNING)
+
+
+def _start_timer() -> None:
+    g.request_started = time.perf_counter()
+
+
+def _log_request(response: Response) -> Response:
+    started = g.get("request_started")
+    duration_ms = round((time.perf_counter() - started) * 1000, 2) if started else None
+    tenant = g.get("tenant")
+    request_log.info(
+        "%s %s %s",
+        request.method,
+        request.url_rule.rule if request.url_rule else request.path,
+        response.status_code,
+        extra={
+            "requestId": g.get("request_id"),
+            "tenantId": tenant.id if tenant is not None else None,
+            "method": request.method,
+            "route": request.url_rule.rule if request.url_rule else None,
+            "status": response.status_code,
+            "durationMs": duration_ms,
+        },
+    )
+    return response
+
+
+def init_app(app: Flask) -> None:
+    if not app.testing:
+        configure(app.config["LOG_FORMAT"], app.config["LOG_LEVEL"])
+    app.before_request(_start_timer)
+    app.after_request(_log_request)

@@ -1,0 +1,121 @@
+"""Prometheus metrics at GET /metrics (bearer METRICS_TOKEN; disabled when unset).
+
+Under gunicorn set PROMETHEUS_MULTIPROC_DIR (deploy/gunicorn.conf.py does) so every worker's
+samples are summed at scrape time; the worker process records into the same directory.
+"""
+
+import hmac
+import os
+import time
+
+from flask import Flask, Response, current_app, g, request
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import REGISTRY, Collector
+
+from app.errors import NotFound, Unauthorized
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+HTTP_REQUESTS = Counter(
+    "voiceagent_http_requests_total",
+    "HTTP requests by route and status.",
+    ["method", "route", "status"],
+)
+HTTP_LATENCY = Histogram(
+    "voiceagent_http_request_duration_seconds",
+    "HTTP request latency by route.",
+    ["method", "route"],
+    buckets=LATENCY_BUCKETS,
+)
+WEBHOOK_ATTEMPTS = Counter(
+    "voiceagent_webhook_attempts_total",
+    "Webhook delivery attempts by outcome (success, retry, failed, disabled) and attempt number.",
+    ["outcome", "attempt"],
+)
+WEBHOOK_LAG = Histogram(
+    "voiceagent_webhook_delivery_lag_seconds",
+    "Time from an event to its successful delivery.",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 5, 30, 60, 300, 1800, 7200, 36000, 100000),
+)
+FUNCTION_CALLS = Counter(
+    "voiceagent_function_calls_total", "Function invocations by result code.", ["result"]
+)
+FUNCTION_LATENCY = Histogram(
+    "voiceagent_function_call_duration_seconds",
+    "Function invocation latency as seen by the voice runtime.",
+    buckets=LATENCY_BUCKETS,
+)
+CALLS = Counter("voiceagent_calls_total", "Calls by status reached.", ["status"])
+
+
+class QueueDepthCollector(Collector):
+    """RQ queue lengths, read from Redis at scrape time."""
+
+    def __init__(self, redis_url: str) -> None:
+        self.redis_url = redis_url
+
+    def collect(self):
+        from redis import Redis, RedisError
+
+        family = GaugeMetricFamily(
+            "voiceagent_queue_depth", "Jobs waiting in each RQ queue.", labels=["queue"]
+        )
+        try:
+            client = Redis.from_url(self.redis_url, socket_connect_timeout=1, socket_timeout=1)
+            for name in ("functions", "webhooks"):
+                family.add_metric([name], client.llen(f"rq:queue:{name}"))
+        except RedisError:
+            pass
+        yield family
+
+
+def _registry() -> CollectorRegistry:
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+    else:
+        registry = CollectorRegistry()
+        for collector in list(REGISTRY._collector_to_names):
+            registry.register(collector)
+    if current_app.config.get("REDIS_URL"):
+        registry.register(QueueDepthCollector(current_app.config["REDIS_URL"]))
+    return registry
+
+
+def metrics_view() -> Response:
+    token = current_app.config.get("METRICS_TOKEN")
+    if not token:
+        raise NotFound("Metrics are disabled: set METRICS_TOKEN to enable GET /metrics.")
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), token.encode()):
+        raise Unauthorized("A valid metrics token is required: Authorization: Bearer <token>.")
+    return Response(generate_latest(_registry()), mimetype=CONTENT_TYPE_LATEST)
+
+
+def _start() -> None:
+    g.metrics_started = time.perf_counter()
+
+
+def _record(response: Response) -> Response:
+    if request.url_rule is None or request.url_rule.rule == "/metrics":
+        return response
+    route = request.url_rule.rule
+    HTTP_REQUESTS.labels(request.method, route, str(response.status_code)).inc()
+    started = g.get("metrics_started")
+    if started is not None:
+        HTTP_LATENCY.labels(request.method, route).observe(time.perf_counter() - started)
+    return response
+
+
+def init_app(app: Flask) -> None:
+    app.add_url_rule("/metrics", "metrics", metrics_view)
+    app.before_request(_start)
+    app.after_request(_record)

@@ -1,0 +1,71 @@
+"""Data care: consistent SQLite backups and pruning of old delivery logs and events."""
+
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+
+from app.db import database, is_sqlite
+from app.errors import ValidationFailed
+from app.models import Delivery, DeliveryAttempt, Event
+from app.util import utcnow
+
+
+def backup_sqlite(*, target: str) -> dict[str, int]:
+    """Copy the live SQLite database to target with SQLite's online backup API.
+
+    The copy is a consistent snapshot even while the service writes; it is checked with
+    PRAGMA integrity_check before this returns.
+    """
+    if not is_sqlite():
+        raise ValidationFailed(
+            "flask db backup copies SQLite databases; for PostgreSQL use pg_dump "
+            "(see the README's backup section)."
+        )
+    path = Path(target)
+    if path.exists():
+        raise ValidationFailed(f"{target} already exists; choose a new file.")
+    source = sqlite3.connect(database.obj.database, timeout=30)
+    copy = sqlite3.connect(path)
+    try:
+        source.backup(copy)
+        status = copy.execute("PRAGMA integrity_check").fetchone()[0]
+        tables = copy.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()
+    finally:
+        copy.close()
+        source.close()
+    if status != "ok":
+        raise ValidationFailed(f"The backup failed its integrity check: {status}")
+    return {"bytes": path.stat().st_size, "tables": tables[0]}
+
+
+def _delete_in_batches(model, ids_query, batch_size: int) -> int:
+    """Delete the rows ids_query selects, batch_size per short transaction."""
+    deleted = 0
+    while True:
+        with database.atomic():
+            ids = [row[0] for row in ids_query.limit(batch_size).tuples()]
+            if not ids:
+                return deleted
+            deleted += model.delete().where(model._meta.primary_key.in_(ids)).execute()
+
+
+def prune(*, older_than_days: int, batch_size: int = 500) -> dict[str, int]:
+    """Delete delivery attempts, and events with their finished deliveries, older than the
+    retention. Calls, credits and function-call records are kept."""
+    if older_than_days < 1:
+        raise ValidationFailed("Keep at least 1 day.")
+    cutoff = utcnow() - timedelta(days=older_than_days)
+    attempts = _delete_in_batches(
+        DeliveryAttempt,
+        DeliveryAttempt.select(DeliveryAttempt.id).where(DeliveryAttempt.attempted_at < cutoff),
+        batch_size,
+    )
+    unfinished = Delivery.select(Delivery.event).where(Delivery.status == "pending")
+    old_events = Event.select(Event.id).where(
+        (Event.created_at < cutoff) & Event.id.not_in(unfinished)
+    )
+    deliveries = _delete_in_batches(
+        Delivery, Delivery.select(Delivery.id).where(Delivery.event.in_(old_events)), batch_size
+    )
+    events = _delete_in_batches(Event, old_events, batch_size)
+    return {"attempts": attempts, "deliveries": deliveries, "events": events}

@@ -1,0 +1,51 @@
+"""gunicorn settings for the web process: gunicorn -c deploy/gunicorn.conf.py wsgi:app
+
+Every number can be overridden from the environment (the systemd unit's EnvironmentFile).
+"""
+
+import multiprocessing
+import os
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+bind = os.environ.get("BIND", "127.0.0.1:8000")
+
+# Threads, not processes, for concurrency: a function call holds its request for up to 5.5 s
+# while the tenant's endpoint answers, and those waits are I/O, so a worker's other threads
+# keep serving. Python work itself is bound by the GIL, hence one process per core.
+worker_class = "gthread"
+workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count()))
+threads = int(os.environ.get("WEB_THREADS", 8))  # up to 8 waiting function calls per worker
+
+# Well above the 5.5 s worst case of a request, so only a truly stuck worker is recycled.
+timeout = int(os.environ.get("WEB_TIMEOUT", 30))
+graceful_timeout = 20
+keepalive = 5  # seconds; behind a reverse proxy that reuses connections
+backlog = 2048
+
+# Recycle workers now and then so a slow leak can never grow without bound.
+max_requests = 20_000
+max_requests_jitter = 2_000
+
+# The app logs one JSON line per request itself; gunicorn only logs its own events.
+accesslog = None
+errorlog = "-"
+
+# Prometheus multiprocess mode: every worker writes its samples to this directory and
+# /metrics sums them. It must be set before the workers import prometheus_client.
+metrics_dir = os.environ.setdefault(
+    "PROMETHEUS_MULTIPROC_DIR", str(ROOT / "instance" / "prometheus")
+)
+
+
+def on_starting(server):
+    shutil.rmtree(metrics_dir, ignore_errors=True)
+    os.makedirs(metrics_dir, exist_ok=True)
+
+
+def child_exit(server, worker):
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)

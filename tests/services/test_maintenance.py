@@ -1,0 +1,116 @@
+"""Backups taken while the service writes, and pruning of old delivery logs and events."""
+
+import sqlite3
+import threading
+from datetime import timedelta
+
+import pytest
+
+from app import db
+from app.models import Delivery, DeliveryAttempt, Event, Tenant, Webhook
+from app.services import maintenance
+from app.util import new_id, utcnow
+
+sqlite_only = pytest.mark.sqlite_only
+
+
+@sqlite_only
+def test_backup_during_writes_is_consistent(runner, tenant, tmp_path):
+    stop = threading.Event()
+    written = []
+
+    def writer():
+        while not stop.is_set():
+            with db.database.atomic():
+                Tenant.create(id=new_id("ten"), name=new_id("t"))
+            written.append(1)
+        db.database.close()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        while len(written) < 20:
+            pass
+        target = tmp_path / "backup.db"
+        result = runner.invoke(args=["db", "backup", str(target)])
+    finally:
+        stop.set()
+        thread.join()
+    assert result.exit_code == 0, result.output
+    copy = sqlite3.connect(target)
+    assert copy.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    copied = copy.execute("SELECT count(*) FROM tenant").fetchone()[0]
+    copy.close()
+    assert 20 <= copied <= Tenant.select().count()
+
+
+@sqlite_only
+def test_backup_refuses_to_overwrite(runner, tmp_path):
+    target = tmp_path / "exists.db"
+    target.write_text("x")
+    result = runner.invoke(args=["db", "backup", str(target)])
+    assert result.exit_code == 1 and "already exists" in result.output
+
+
+@pytest.mark.postgres_only
+def test_backup_on_postgres_points_to_pg_dump(runner, tmp_path):
+    result = runner.invoke(args=["db", "backup", str(tmp_path / "x.db")])
+    assert result.exit_code == 1 and "pg_dump" in result.output
+
+
+def make_event(tenant, webhook, *, age_days, status):
+    created = utcnow() - timedelta(days=age_days)
+    event = Event.create(
+        id=new_id("evt"), tenant=tenant, type="call.ended", data={}, created_at=created
+    )
+    delivery = Delivery.create(
+        id=new_id("dlv"),
+        tenant=tenant,
+        webhook=webhook,
+        event=event,
+        status=status,
+        created_at=created,
+    )
+    DeliveryAttempt.create(delivery=delivery, number=1, attempted_at=created, status_code=200)
+    return event
+
+
+def test_prune_deletes_old_finished_events_in_batches(runner, tenant):
+    webhook = Webhook.create(
+        id=new_id("wh"),
+        tenant=tenant,
+        url="https://x.example",
+        events=["call.ended"],
+        secret="s" * 16,
+    )
+    old = [make_event(tenant, webhook, age_days=40, status="succeeded") for _ in range(7)]
+    old_pending = make_event(tenant, webhook, age_days=40, status="pending")
+    recent = make_event(tenant, webhook, age_days=2, status="succeeded")
+    result = runner.invoke(args=["maintenance", "prune", "--batch-size", "3"])
+    assert result.exit_code == 0, result.output
+    assert "8 delivery attempts, 7 deliveries and 7 events" in result.output
+    remaining = {event.id for event in Event.select()}
+    assert remaining == {old_pending.id, recent.id}
+    assert not remaining & {event.id for event in old}
+    assert Delivery.select().count() == 2
+    assert DeliveryAttempt.select().count() == 1
+
+
+def test_prune_respects_days_option(runner, tenant):
+    webhook = Webhook.create(
+        id=new_id("wh"),
+        tenant=tenant,
+        url="https://x.example",
+        events=["call.ended"],
+        secret="s" * 16,
+    )
+    make_event(tenant, webhook, age_days=10, status="failed")
+    assert runner.invoke(args=["maintenance", "prune"]).exit_code == 0
+    assert Event.select().count() == 1
+    assert runner.invoke(args=["maintenance", "prune", "--days", "5"]).exit_code == 0
+    assert Event.select().count() == 0
+
+
+def test_prune_rejects_zero_days():
+    with pytest.raises(Exception, match="at least 1 day"):
+        maintenance.prune(older_than_days=0)

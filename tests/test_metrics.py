@@ -1,0 +1,31 @@
+"""GET /metrics: Prometheus text, behind its token."""
+
+import pytest
+
+from app import create_app
+from tests.helpers import assert_error
+
+
+@pytest.fixture
+def metrics_client(app_config):
+    return create_app({**app_config, "METRICS_TOKEN": "m-token"}).test_client()
+
+
+def test_metrics_disabled_without_token(client):
+    assert_error(client.get("/metrics"), 404, "not_found")
+
+
+def test_metrics_need_the_token(metrics_client):
+    assert_error(metrics_client.get("/metrics"), 401, "unauthorized")
+    response = metrics_client.get("/metrics", headers={"Authorization": "Bearer nope"})
+    assert_error(response, 401, "unauthorized")
+
+
+def test_metrics_count_requests_by_route_and_status(metrics_client):
+    metrics_client.get("/healthz")
+    response = metrics_client.get("/metrics", headers={"Authorization": "Bearer m-token"})
+    assert response.status_code == 200
+    assert response.mimetype == "text/plain"
+    text = response.get_data(as_text=True)
+    assert 'voiceagent_http_requests_total{method="GET",route="/healthz",status="200"}' in text
+    assert "voiceagent_http_request_duration_seconds_bucket" in text
