@@ -41,7 +41,7 @@ test: install-dev lint
 		echo "make test needs Redis at $(TEST_REDIS_URL) (set TEST_REDIS_URL to use another)."; \
 		echo "Install and start it: apt-get install redis-server && redis-server --daemonize yes"; \
 		exit 1; }
-	$(BIN)/pytest -m "not soak and not postgres_only"
+	$(BIN)/pytest -m "not soak"
 	@$(MAKE) --no-print-directory test-postgres
 
 # The suite again on PostgreSQL: TEST_DATABASE_URL when set (then it must answer),
@@ -59,7 +59,7 @@ test-postgres: install-dev
 	$(BIN)/python -c "import psycopg2, sys; psycopg2.connect(sys.argv[1], connect_timeout=3).close()" "$$url" || { \
 		echo "TEST_DATABASE_URL=$$url does not answer: start PostgreSQL or unset it."; exit 1; }; \
 	echo "PostgreSQL pass against $$url"; \
-	TEST_DATABASE_URL="$$url" $(BIN)/pytest -m "not soak and not sqlite_only"
+	TEST_DATABASE_URL="$$url" $(BIN)/pytest -m "not soak"
 
 soak: install-dev
 	$(BIN)/pytest -m soak

@@ -26,6 +26,15 @@ def using_postgres() -> bool:
     return TEST_DATABASE_URL.startswith("postgres")
 
 
+def pytest_collection_modifyitems(config, items):
+    """Checks of one database's own behaviour run only in that database's pass."""
+    other = "sqlite_only" if using_postgres() else "postgres_only"
+    deselected = [item for item in items if item.get_closest_marker(other)]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not item.get_closest_marker(other)]
+
+
 @pytest.fixture(scope="session")
 def database_template(tmp_path_factory):
     """A migrated database: a SQLite file to copy, or a fresh PostgreSQL database."""
