@@ -36,11 +36,10 @@ def require_api_key() -> None:
     presented = request.headers.get(API_KEY_HEADER, "")
     if not presented:
         raise Unauthorized("Missing API key: send it in the x-api-key header.")
-    api_key = key_service.authenticate(key=presented)
-    if api_key is None:
+    tenant = key_service.authenticate(key=presented)
+    if tenant is None:
         raise Unauthorized("Invalid or revoked API key.")
-    g.api_key = api_key
-    g.tenant = api_key.tenant
+    g.tenant = tenant
 
 
 def current_tenant() -> Tenant:

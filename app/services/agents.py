@@ -2,18 +2,18 @@
 
 from typing import Any
 
-from app.db import database
+from app.db import database, raw_sql
 from app.errors import NotFound
 from app.models import Agent, Function, PhoneNumber, Tenant
 from app.util import new_id, utcnow
 
+LIST_SQL = """
+SELECT * FROM agent WHERE tenant_id = ? AND deleted_at IS NULL ORDER BY created_at, id
+"""
+
 
 def list_agents(*, tenant: Tenant) -> list[Agent]:
-    return list(
-        Agent.select()
-        .where((Agent.tenant == tenant) & Agent.deleted_at.is_null())
-        .order_by(Agent.created_at, Agent.id)
-    )
+    return list(Agent.raw(raw_sql(LIST_SQL), tenant.id))
 
 
 def get_agent(*, tenant: Tenant, agent_id: str) -> Agent:
