@@ -40,6 +40,19 @@ def _runtime_call(call_id: str) -> Call:
     return call
 
 
+def _update_if(call_id: str, condition: pw.Expression, **values: Any) -> tuple[bool, Call]:
+    """UPDATE the call only where condition holds; return whether it did, and the call now.
+
+    Inside a write transaction the row count is the arbiter: of two processes making the
+    same change at once, exactly one sees a changed row.
+    """
+    _runtime_call(call_id)
+    changed = (
+        Call.update(updated_at=utcnow(), **values).where((Call.id == call_id) & condition).execute()
+    )
+    return bool(changed), Call.get_by_id(call_id)
+
+
 def _by_provider_id(tenant_id: str, provider_call_id: str | None) -> Call | None:
     if provider_call_id is None:
         return None
@@ -216,14 +229,10 @@ def start_call(
 def answer_call(*, call_id: str, answered_at: datetime | None = None) -> Call:
     """ringing → answered, emitting call.answered; a repeat for an answered call changes nothing."""
     with queue.transaction():
-        _runtime_call(call_id)
         when = answered_at or utcnow()
-        changed = (
-            Call.update(status="answered", answered_at=when, updated_at=utcnow())
-            .where((Call.id == call_id) & (Call.status == "ringing"))
-            .execute()
+        changed, call = _update_if(
+            call_id, Call.status == "ringing", status="answered", answered_at=when
         )
-        call = Call.get_by_id(call_id)
         if changed:
             events.emit(
                 tenant_id=call.tenant_id,
@@ -265,25 +274,21 @@ def end_call(
     A repeat for a call already in that end status returns it unchanged and charges nothing.
     """
     with queue.transaction():
-        call = _runtime_call(call_id)
         minutes = billing.usage_minutes(talk_time_seconds)
-        changed = (
-            Call.update(
-                status=status,
-                ended_at=ended_at or utcnow(),
-                duration_seconds=duration_seconds,
-                talk_time_seconds=talk_time_seconds,
-                hangup_reason=hangup_reason,
-                hangup_initiator=hangup_initiator,
-                ai_cost_idr=ai_cost_idr,
-                metadata={**call.metadata, **(metadata or {})},
-                billed_minutes=minutes,
-                updated_at=utcnow(),
-            )
-            .where((Call.id == call_id) & Call.status.in_(OPEN_STATUSES))
-            .execute()
+        changed, call = _update_if(
+            call_id,
+            Call.status.in_(OPEN_STATUSES),
+            status=status,
+            ended_at=ended_at or utcnow(),
+            duration_seconds=duration_seconds,
+            talk_time_seconds=talk_time_seconds,
+            hangup_reason=hangup_reason,
+            hangup_initiator=hangup_initiator,
+            ai_cost_idr=ai_cost_idr,
+            # Merged with what the call holds; only the one changing UPDATE writes it.
+            metadata={**_runtime_call(call_id).metadata, **(metadata or {})},
+            billed_minutes=minutes,
         )
-        call = Call.get_by_id(call_id)
         if not changed:
             if call.status == status:
                 return call
@@ -301,19 +306,11 @@ def end_call(
 def add_transcript(*, call_id: str, transcript_summary: str) -> Call:
     """Store the call's summary and emit call.transcript; the same text again changes nothing."""
     with queue.transaction():
-        _runtime_call(call_id)
-        changed = (
-            Call.update(transcript_summary=transcript_summary, updated_at=utcnow())
-            .where(
-                (Call.id == call_id)
-                & (
-                    Call.transcript_summary.is_null()
-                    | (Call.transcript_summary != transcript_summary)
-                )
-            )
-            .execute()
+        changed, call = _update_if(
+            call_id,
+            Call.transcript_summary.is_null() | (Call.transcript_summary != transcript_summary),
+            transcript_summary=transcript_summary,
         )
-        call = Call.get_by_id(call_id)
         if changed:
             events.emit(
                 tenant_id=call.tenant_id,
@@ -323,7 +320,7 @@ def add_transcript(*, call_id: str, transcript_summary: str) -> Call:
     return call
 
 
-def _tenant_calls(tenant: Tenant) -> pw.ModelSelect:
+def _tenant_calls(tenant: Tenant) -> "pw.ModelSelect[Call]":
     """The one place tenant code selects calls: always scoped to the tenant."""
     return Call.select().where(Call.tenant == tenant)
 
@@ -350,13 +347,13 @@ def list_calls(
 ) -> Page:
     """Calls newest first. Unfiltered, total is the maintained count; filtered, it is bounded."""
     query = _tenant_calls(tenant)
-    equal = {
+    equal: dict[pw.Field, str | None] = {
         Call.status: status,
         Call.agent: agent_id,
         Call.phone_number: phone_number_id,
         Call.direction: direction,
     }
-    conditions = [column == value for column, value in equal.items() if value is not None]
+    conditions: list[Any] = [col == value for col, value in equal.items() if value is not None]
     if from_ is not None:
         conditions.append(Call.started_at >= from_)
     if to is not None:

@@ -14,7 +14,9 @@ class DateOrTimestamp(fields.String):
 
     default_error_messages = {"invalid": "Not an ISO 8601 date or timestamp."}
 
-    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> datetime:
+    def _deserialize(  # type: ignore[override]  # a String on the wire, a datetime loaded
+        self, value: Any, attr: Any, data: Any, **kwargs: Any
+    ) -> datetime:
         text = super()._deserialize(value, attr, data, **kwargs).strip()
         try:
             if "T" not in text and " " not in text:
