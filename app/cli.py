@@ -10,12 +10,14 @@ from flask.cli import AppGroup
 
 from app import db
 from app.errors import AppError
+from app.models import Event
 from app.services import agents as agent_service
 from app.services import billing, maintenance
+from app.services import calls as call_service
 from app.services import keys as key_service
 from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
-from app.util import isoformat
+from app.util import isoformat, utcnow
 
 tenants_cli = AppGroup("tenants", help="Create and manage tenants.")
 keys_cli = AppGroup("keys", help="Create, list and revoke API keys.")
@@ -23,6 +25,7 @@ numbers_cli = AppGroup("numbers", help="Provision phone numbers.")
 credits_cli = AppGroup("credits", help="Grant credit minutes.")
 db_cli = AppGroup("db", help="Database schema and backups.")
 maintenance_cli = AppGroup("maintenance", help="Housekeeping of old data.")
+calls_cli = AppGroup("calls", help="Drive calls by hand, as the voice runtime would.")
 
 
 def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -198,6 +201,42 @@ def maintenance_prune(days: int | None, batch_size: int) -> None:
     )
 
 
+@calls_cli.command("simulate")
+@click.option("--did", required=True, help="The business number called, e.g. +6221555010.")
+@click.option("--caller", default="+6281234567890", show_default=True, help="Caller's number.")
+@click.option("--seconds", type=click.IntRange(min=0), default=60, show_default=True)
+@click.option("--transcript", default=None, help="A transcript summary to report.")
+@user_errors
+def calls_simulate(did: str, caller: str, seconds: int, transcript: str | None) -> None:
+    """Run a whole call (start, answer, transcript, end) through the runtime's services."""
+    since = utcnow()
+    started = call_service.start_call(did=did, caller_number=caller)
+    call = started.call
+    click.echo(f"Call {call.id} from {caller} to {did}: agent {call.agent_id}")
+    call_service.answer_call(call_id=call.id)
+    if transcript:
+        call_service.add_transcript(call_id=call.id, transcript_summary=transcript)
+    call = call_service.end_call(
+        call_id=call.id,
+        status="ended",
+        duration_seconds=seconds,
+        talk_time_seconds=seconds,
+        hangup_reason="normal",
+        hangup_initiator="caller",
+        ai_cost_idr=0,
+    )
+    balance = billing.get_balance(tenant=call.tenant).balance_minutes
+    click.echo(f"Ended after {seconds} s: charged {call.billed_minutes} min; balance {balance} min")
+    emitted = (
+        Event.select()
+        .where((Event.tenant == call.tenant_id) & (Event.created_at >= since))
+        .order_by(Event.created_at)
+    )
+    for event in emitted:
+        if event.data.get("callId", call.id) == call.id:
+            click.echo(f"  {event.type} {event.id}")
+
+
 DEMO_TENANT = "demo"
 DEMO_NUMBER = "+6221555010"
 
@@ -240,6 +279,14 @@ def demo() -> None:
 
 
 def init_app(app: Flask) -> None:
-    for group in (tenants_cli, keys_cli, numbers_cli, credits_cli, db_cli, maintenance_cli):
+    for group in (
+        tenants_cli,
+        keys_cli,
+        numbers_cli,
+        credits_cli,
+        db_cli,
+        maintenance_cli,
+        calls_cli,
+    ):
         app.cli.add_command(group)
     app.cli.add_command(demo)

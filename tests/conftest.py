@@ -161,3 +161,18 @@ def redis_client(redis_url):
     yield client
     client.flushdb()
     client.close()
+
+
+DID = "+6221555010"
+
+
+@pytest.fixture
+def did(tenant, agent_id):
+    """A live number of tenant: assigned to agent_id, with 100 credit minutes to spend."""
+    from app.services import billing
+    from app.services import phone_numbers as number_service
+
+    number = number_service.add_number(tenant=tenant, display_number=DID, label="Main")
+    number_service.assign_agent(tenant=tenant, number_id=number.id, agent_id=agent_id)
+    billing.grant(tenant=tenant, minutes=100)
+    return DID

@@ -1,7 +1,9 @@
 """Admin CLI through Flask's runner: clear one-line errors with exit code 1."""
 
-from app.models import ApiKey, CreditTransaction, Tenant
+from app.models import ApiKey, Call, CreditTransaction, Tenant
+from app.services import billing
 from app.services import keys as key_service
+from app.services import tenants as tenant_service
 
 
 def test_tenants_create_and_list(runner):
@@ -123,3 +125,31 @@ def test_demo_is_idempotent_and_prints_working_key(runner, client):
 def test_db_upgrade_on_migrated_database_is_a_no_op(runner):
     result = runner.invoke(args=["db", "upgrade"])
     assert result.exit_code == 0 and "up to date" in result.output
+
+
+def test_calls_simulate_drives_a_whole_call(runner, tenant, did):
+    result = runner.invoke(
+        args=["calls", "simulate", "--did", did, "--seconds", "125", "--transcript", "Booked."]
+    )
+    assert result.exit_code == 0, result.output
+    call = Call.get()
+    assert f"Call {call.id}" in result.output
+    assert "charged 3 min; balance 97 min" in result.output
+    emitted = [line.split()[0] for line in result.output.splitlines() if line.startswith("  ")]
+    assert emitted == ["call.started", "call.answered", "call.transcript", "call.ended"]
+    assert (call.status, call.transcript_summary, call.billed_minutes) == ("ended", "Booked.", 3)
+
+
+def test_calls_simulate_reports_a_refused_call(runner, tenant, did):
+    tenant_service.set_threshold(tenant=tenant, minutes=0)
+    billing._apply(tenant_id=tenant.id, type="adjustment", minutes=-100)
+    result = runner.invoke(args=["calls", "simulate", "--did", did])
+    assert result.exit_code == 1
+    assert "no credit minutes left" in result.output
+    assert Call.get().hangup_reason == "no_credits"
+
+
+def test_calls_simulate_unknown_number_fails_cleanly(runner):
+    result = runner.invoke(args=["calls", "simulate", "--did", "+6299999999"])
+    assert result.exit_code == 1
+    assert result.output.strip() == "Error: No tenant has the number +6299999999."

@@ -5,6 +5,8 @@ import re
 import pytest
 
 from app.models import ALL_MODELS
+from app.services import billing
+from app.services import calls as call_service
 from app.services import functions as function_service
 from app.services import phone_numbers as number_service
 
@@ -14,6 +16,15 @@ FUNCTION = {
     "endpoint": "https://example.com/orders",
     "parameters": {"type": "object", "properties": {}},
 }
+
+
+def make_call(ctx) -> str:
+    """A call of tenant A, recorded through the runtime's service."""
+    number = number_service.add_number(tenant=ctx["tenant"], display_number="+6221555098")
+    number_service.assign_agent(tenant=ctx["tenant"], number_id=number.id, agent_id=ctx["agent_id"])
+    billing.grant(tenant=ctx["tenant"], minutes=5)
+    return call_service.start_call(did=number.display_number, caller_number="+628111222333").call.id
+
 
 # How to make, for tenant A, the resource each URL variable names. A route with a variable
 # missing here fails test_every_id_route_is_covered, so new routes cannot skip the check.
@@ -27,6 +38,7 @@ FACTORIES = {
             tenant=ctx["tenant"], agent_id=ctx["agent_id"], **FUNCTION
         ).name
     ),
+    "call_id": make_call,
 }
 
 BODIES = {"assign-agent": {"agentId": None}, "functions": {**FUNCTION, "name": "other"}}

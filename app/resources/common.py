@@ -1,5 +1,6 @@
 """Pieces shared by the HTTP layer: blueprints with their auth hook, fields, list wrappers."""
 
+from datetime import UTC, datetime
 from typing import Any
 
 import marshmallow as ma
@@ -8,6 +9,7 @@ from flask_smorest import Blueprint
 
 from app.auth import require_api_key, require_runtime_token
 from app.errors import AppError
+from app.services.pages import COUNT_LIMIT
 from app.util import isoformat
 
 BODY_METHODS = ("POST", "PUT", "PATCH")
@@ -70,6 +72,17 @@ class Timestamp(ma.fields.DateTime):
         return isoformat(value)
 
 
+class UtcDateTime(ma.fields.AwareDateTime):
+    """An ISO 8601 timestamp in a request, UTC when it has no offset, loaded as naive UTC."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(default_timezone=UTC, **kwargs)
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> datetime:
+        moment = super()._deserialize(value, attr, data, **kwargs)
+        return moment.astimezone(UTC).replace(tzinfo=None)
+
+
 class StrictBoolean(ma.fields.Boolean):
     """Only JSON true and false (no "yes", 1 or "true")."""
 
@@ -94,3 +107,35 @@ class Schema(ma.Schema):
 
     class Meta:
         unknown = ma.RAISE
+
+
+class PageArgsSchema(Schema):
+    """Query parameters of a paginated list."""
+
+    limit = ma.fields.Integer(
+        load_default=50,
+        validate=ma.validate.Range(1, 100),
+        metadata={"description": "Page size, 1–100 (default 50)."},
+    )
+    offset = ma.fields.Integer(
+        load_default=0,
+        validate=ma.validate.Range(min=0),
+        metadata={"description": "Rows to skip (default 0)."},
+    )
+
+
+class PaginationSchema(Schema):
+    total = ma.fields.Integer(
+        required=True,
+        metadata={
+            "description": "Matching records. Exact for an unfiltered list; a filtered or "
+            f"ledger count stops at {COUNT_LIMIT:,}, so {COUNT_LIMIT:,} means at least that."
+        },
+    )
+    limit = ma.fields.Integer(required=True, metadata={"description": "The page size used."})
+    offset = ma.fields.Integer(required=True, metadata={"description": "The offset used."})
+    has_more = ma.fields.Boolean(
+        data_key="hasMore",
+        required=True,
+        metadata={"description": "Whether records exist after this page (always exact)."},
+    )

@@ -3,7 +3,11 @@
 from app.db import database
 from app.errors import ValidationFailed
 from app.models import CreditTransaction, Tenant
+from app.services import events
+from app.services.pages import Page, paginate
 from app.util import new_id
+
+TRANSACTION_TYPES = ("purchase", "usage", "adjustment", "refund")
 
 
 def _apply(
@@ -52,3 +56,49 @@ def grant(*, tenant: Tenant, minutes: int, note: str = "") -> CreditTransaction:
             description=note or f"Purchased {minutes} minutes",
         )
     return entry
+
+
+def usage_minutes(talk_time_seconds: int) -> int:
+    """Minutes charged for a call: every started minute of talk time."""
+    return -(-talk_time_seconds // 60)
+
+
+def charge_call(*, tenant_id: str, call_id: str, minutes: int) -> CreditTransaction | None:
+    """Charge a call's minutes once; call inside the queue.transaction() that ends the call.
+
+    A zero-minute call writes no ledger entry. A charge that moves the balance from at or
+    above the tenant's threshold to below it emits credits.low (once per crossing).
+    """
+    if minutes <= 0:
+        return None
+    entry = _apply(
+        tenant_id=tenant_id,
+        type="usage",
+        minutes=-minutes,
+        description=f"Call {call_id}: {minutes} minute{'s' if minutes != 1 else ''}",
+        call_id=call_id,
+        idempotency_key=f"usage:{call_id}",
+    )
+    threshold = Tenant.select(Tenant.low_balance_threshold).where(Tenant.id == tenant_id).scalar()
+    if entry.balance_after + minutes >= threshold > entry.balance_after:
+        events.emit(
+            tenant_id=tenant_id,
+            type="credits.low",
+            data={"balanceMinutes": entry.balance_after, "threshold": threshold},
+            occurred_at=entry.created_at,
+        )
+    return entry
+
+
+def get_balance(*, tenant: Tenant) -> Tenant:
+    """The tenant row as stored now: balance, lifetime counters and threshold."""
+    return Tenant.get_by_id(tenant.id)
+
+
+def list_transactions(*, tenant: Tenant, limit: int, offset: int, type: str | None = None) -> Page:
+    """The tenant's ledger, newest first; total is bounded (see app.services.pages)."""
+    query = CreditTransaction.select().where(CreditTransaction.tenant == tenant)
+    if type is not None:
+        query = query.where(CreditTransaction.type == type)
+    query = query.order_by(CreditTransaction.created_at.desc(), CreditTransaction.id.desc())
+    return paginate(query, limit=limit, offset=offset)

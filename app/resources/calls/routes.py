@@ -1,0 +1,33 @@
+"""Calls: /api/v1/calls (read-only; the voice runtime writes them)."""
+
+from flask.views import MethodView
+
+from app.auth import current_tenant
+from app.resources.calls.schemas import CallDetailSchema, CallListSchema, CallQueryArgsSchema
+from app.resources.common import TenantBlueprint
+from app.services import calls as call_service
+
+blp = TenantBlueprint("calls", __name__, url_prefix="/api/v1/calls", description="Call history.")
+
+
+@blp.route("")
+class Calls(MethodView):
+    @blp.arguments(CallQueryArgsSchema, location="query")
+    @blp.response(200, CallListSchema)
+    def get(self, args):
+        """List calls
+
+        Newest startedAt first (ties by id). `pagination.total` is exact for the unfiltered
+        list; with any filter it counts matches up to 10,000, so 10,000 means at least that.
+        `pagination.hasMore` is always exact.
+        """
+        page = call_service.list_calls(tenant=current_tenant(), **args)
+        return {"calls": page.items, "pagination": page}
+
+
+@blp.route("/<call_id>")
+class CallsById(MethodView):
+    @blp.response(200, CallDetailSchema)
+    def get(self, call_id):
+        """Get a call"""
+        return call_service.get_call(tenant=current_tenant(), call_id=call_id)

@@ -1,0 +1,125 @@
+"""Call schemas: SPEC.md section 2's fields in camelCase; the list's query parameters."""
+
+from datetime import UTC, date, datetime
+from typing import Any
+
+from marshmallow import fields, validate
+
+from app.resources.common import PageArgsSchema, PaginationSchema, Schema, Timestamp
+from app.services.calls import DIRECTIONS, STATUSES
+
+
+class DateOrTimestamp(fields.String):
+    """An ISO 8601 date (00:00Z of that day) or timestamp (UTC when it has no offset)."""
+
+    default_error_messages = {"invalid": "Not an ISO 8601 date or timestamp."}
+
+    def _deserialize(  # type: ignore[override]  # a String on the wire, a datetime loaded
+        self, value: Any, attr: Any, data: Any, **kwargs: Any
+    ) -> datetime:
+        text = super()._deserialize(value, attr, data, **kwargs).strip()
+        try:
+            if "T" not in text and " " not in text:
+                day = date.fromisoformat(text)
+                return datetime(day.year, day.month, day.day)
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise self.make_error("invalid") from None
+        if moment.tzinfo is not None:
+            moment = moment.astimezone(UTC).replace(tzinfo=None)
+        return moment
+
+
+class CallSchema(Schema):
+    id = fields.String(metadata={"description": "call_…"})
+    phone_number_id = fields.String(
+        data_key="phoneNumberId", allow_none=True, metadata={"description": "pn_… it came in on."}
+    )
+    agent_id = fields.String(
+        data_key="agentId",
+        allow_none=True,
+        metadata={"description": "agent_… that took it (null when no agent was assigned)."},
+    )
+    caller_number = fields.String(
+        data_key="callerNumber", metadata={"description": "International format."}
+    )
+    callee_number = fields.String(
+        data_key="calleeNumber", metadata={"description": "International format."}
+    )
+    direction = fields.String(metadata={"description": "inbound or outbound.", "enum": DIRECTIONS})
+    status = fields.String(
+        metadata={"description": "ringing, answered, ended, dropped or failed.", "enum": STATUSES}
+    )
+    started_at = Timestamp(data_key="startedAt")
+    ended_at = Timestamp(data_key="endedAt", allow_none=True)
+    duration_seconds = fields.Integer(
+        data_key="durationSeconds", allow_none=True, metadata={"description": "Null until it ends."}
+    )
+    talk_time_seconds = fields.Integer(
+        data_key="talkTimeSeconds",
+        allow_none=True,
+        metadata={"description": "Seconds of conversation; null until it ends."},
+    )
+    hangup_reason = fields.String(
+        data_key="hangupReason",
+        allow_none=True,
+        metadata={"description": "e.g. normal; no_agent or no_credits when it was refused."},
+    )
+    transcript_summary = fields.String(
+        data_key="transcriptSummary",
+        allow_none=True,
+        metadata={"description": "Summary of the conversation, once the runtime sent it."},
+    )
+    ai_cost_idr = fields.Integer(
+        data_key="aiCostIdr",
+        allow_none=True,
+        metadata={"description": "AI cost of the call in IDR; null until it ends."},
+    )
+    metadata = fields.Dict(metadata={"description": "Free-form object from the runtime."})
+
+
+class CallDetailSchema(CallSchema):
+    answered_at = Timestamp(data_key="answeredAt", allow_none=True)
+    hangup_initiator = fields.String(
+        data_key="hangupInitiator",
+        allow_none=True,
+        metadata={"description": "Who hung up, e.g. caller, agent or system."},
+    )
+    billed_minutes = fields.Integer(
+        data_key="billedMinutes",
+        allow_none=True,
+        metadata={
+            "description": "Minutes charged: ceil(talkTimeSeconds / 60); null until it ends."
+        },
+    )
+    function_calls_count = fields.Integer(
+        data_key="functionCalls",
+        metadata={"description": "How many functions the AI invoked during the call."},
+    )
+
+
+class CallListSchema(Schema):
+    calls = fields.List(fields.Nested(CallSchema), required=True)
+    pagination = fields.Nested(PaginationSchema, required=True)
+
+
+class CallQueryArgsSchema(PageArgsSchema):
+    status = fields.String(
+        validate=validate.OneOf(STATUSES),
+        metadata={"description": "Only calls in this status.", "enum": STATUSES},
+    )
+    from_ = DateOrTimestamp(
+        data_key="from",
+        metadata={"description": "Only calls with startedAt >= this (a date means 00:00Z)."},
+    )
+    to = DateOrTimestamp(
+        metadata={"description": "Only calls with startedAt < this (a date means 00:00Z)."}
+    )
+    agent_id = fields.String(data_key="agentId", metadata={"description": "Only this agent's."})
+    phone_number_id = fields.String(
+        data_key="phoneNumberId", metadata={"description": "Only calls on this number."}
+    )
+    direction = fields.String(
+        validate=validate.OneOf(DIRECTIONS),
+        metadata={"description": "inbound or outbound.", "enum": DIRECTIONS},
+    )

@@ -1,0 +1,54 @@
+"""Credit schemas: the balance and the ledger of minute movements."""
+
+from marshmallow import fields, validate
+
+from app.resources.common import PageArgsSchema, PaginationSchema, Schema, Timestamp
+from app.services.billing import TRANSACTION_TYPES
+
+
+class CreditBalanceSchema(Schema):
+    balance_minutes = fields.Integer(
+        data_key="balanceMinutes",
+        metadata={"description": "Minutes left; below zero only after a call's final charge."},
+    )
+    lifetime_purchased_minutes = fields.Integer(
+        data_key="lifetimePurchasedMinutes", metadata={"description": "All minutes purchased."}
+    )
+    lifetime_used_minutes = fields.Integer(
+        data_key="lifetimeUsedMinutes", metadata={"description": "All minutes charged for calls."}
+    )
+    low_balance_threshold = fields.Integer(
+        data_key="lowBalanceThresholdMinutes",
+        metadata={"description": "credits.low fires when a charge takes the balance below it."},
+    )
+
+
+class CreditTransactionSchema(Schema):
+    id = fields.String(metadata={"description": "ctx_…"})
+    type = fields.String(
+        metadata={
+            "description": "purchase, usage, adjustment or refund.",
+            "enum": TRANSACTION_TYPES,
+        }
+    )
+    minutes = fields.Integer(metadata={"description": "Signed: usage is negative."})
+    balance_after = fields.Integer(
+        data_key="balanceAfter", metadata={"description": "The balance after this movement."}
+    )
+    call_id = fields.String(
+        data_key="callId", allow_none=True, metadata={"description": "The charged call, or null."}
+    )
+    description = fields.String(metadata={"description": "What the movement was for."})
+    created_at = Timestamp(data_key="createdAt")
+
+
+class CreditTransactionListSchema(Schema):
+    transactions = fields.List(fields.Nested(CreditTransactionSchema), required=True)
+    pagination = fields.Nested(PaginationSchema, required=True)
+
+
+class CreditTransactionQueryArgsSchema(PageArgsSchema):
+    type = fields.String(
+        validate=validate.OneOf(TRANSACTION_TYPES),
+        metadata={"description": "Only this type of movement.", "enum": TRANSACTION_TYPES},
+    )

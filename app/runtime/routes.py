@@ -1,0 +1,90 @@
+"""Runtime API: /internal/v1, how the voice runtime reports each call's lifecycle."""
+
+from flask.views import MethodView
+
+from app.errors import ErrorSchema
+from app.resources.calls.schemas import CallDetailSchema
+from app.resources.common import RuntimeBlueprint
+from app.runtime.schemas import (
+    CallAnsweredSchema,
+    CallEndSchema,
+    CallStartSchema,
+    StartedCallSchema,
+    TranscriptSchema,
+)
+from app.services import calls as call_service
+
+blp = RuntimeBlueprint(
+    "runtime",
+    __name__,
+    url_prefix="/internal/v1",
+    description="For the voice runtime (Authorization: Bearer RUNTIME_TOKEN).",
+)
+
+ILLEGAL = "illegal_transition: the call's status does not allow this step."
+
+
+@blp.route("/calls")
+class RuntimeCalls(MethodView):
+    @blp.arguments(CallStartSchema)
+    @blp.response(201, StartedCallSchema)
+    @blp.alt_response(
+        200,
+        schema=StartedCallSchema,
+        success=True,
+        description="A repeated providerCallId: the call recorded first, unchanged.",
+    )
+    @blp.alt_response(
+        409,
+        schema=ErrorSchema,
+        description="no_agent (no active number or agent) or no_credits (balance at or below "
+        "zero): the call is recorded as failed and details.callId names it.",
+    )
+    def post(self, fields):
+        """Report a new call and get its session
+
+        Records the call (ringing) and emits call.started.
+        """
+        started = call_service.start_call(**fields)
+        return started, 201 if started.created else 200
+
+
+@blp.route("/calls/<call_id>/answered")
+class RuntimeCallAnswered(MethodView):
+    @blp.arguments(CallAnsweredSchema)
+    @blp.response(200, CallDetailSchema)
+    @blp.alt_response(409, schema=ErrorSchema, description=ILLEGAL)
+    def post(self, fields, call_id):
+        """Report that the agent answered
+
+        ringing → answered, emits call.answered. Repeating it for an answered call changes
+        nothing and answers 200.
+        """
+        return call_service.answer_call(call_id=call_id, **fields)
+
+
+@blp.route("/calls/<call_id>/transcript")
+class RuntimeCallTranscript(MethodView):
+    @blp.arguments(TranscriptSchema)
+    @blp.response(200, CallDetailSchema)
+    def post(self, fields, call_id):
+        """Report the call's transcript summary
+
+        Stores it and emits call.transcript; the same text again changes nothing.
+        """
+        return call_service.add_transcript(call_id=call_id, **fields)
+
+
+@blp.route("/calls/<call_id>/ended")
+class RuntimeCallEnded(MethodView):
+    @blp.arguments(CallEndSchema)
+    @blp.response(200, CallDetailSchema)
+    @blp.alt_response(409, schema=ErrorSchema, description=ILLEGAL)
+    def post(self, fields, call_id):
+        """Report that the call ended
+
+        Ends it, charges ceil(talkTimeSeconds / 60) minutes and emits call.ended (and
+        credits.low when the charge crosses the threshold), in one transaction. Repeating it
+        with the same status changes and charges nothing and answers 200.
+        """
+        return call_service.end_call(call_id=call_id, **fields)

@@ -1,0 +1,138 @@
+"""Runtime API schemas: what the voice runtime reports and the session it gets back."""
+
+from typing import Any
+
+from marshmallow import fields, validate
+
+from app.resources.agents.schemas import E164
+from app.resources.calls.schemas import CallDetailSchema
+from app.resources.common import Schema, StrictInteger, UtcDateTime
+from app.services.calls import DIRECTIONS, END_STATUSES
+
+E164_ERROR = "Must be an international number such as +6221555010."
+
+
+class CallStartSchema(Schema):
+    did = fields.String(
+        required=True,
+        validate=validate.Regexp(E164, error=E164_ERROR),
+        metadata={"description": "The business number that was called (a provisioned number)."},
+    )
+    caller_number = fields.String(
+        data_key="callerNumber",
+        required=True,
+        validate=validate.Regexp(E164, error=E164_ERROR),
+        metadata={"description": "The other party's number (the callee of an outbound call)."},
+    )
+    direction = fields.String(
+        load_default="inbound",
+        validate=validate.OneOf(DIRECTIONS),
+        metadata={"description": "inbound (default) or outbound.", "enum": DIRECTIONS},
+    )
+    provider_call_id = fields.String(
+        data_key="providerCallId",
+        load_default=None,
+        allow_none=True,
+        validate=validate.Length(1, 128),
+        metadata={"description": "The telephony provider's id: a repeat returns the same call."},
+    )
+
+
+class FunctionSpecSchema(Schema):
+    name = fields.String(metadata={"description": "Function name."})
+    description = fields.String(metadata={"description": "What the function does, for the AI."})
+    parameters = fields.Dict(metadata={"description": "JSON Schema of its parameters."})
+
+
+class SessionSchema(Schema):
+    agent_id = fields.String(data_key="agentId", metadata={"description": "The agent."})
+    system_prompt = fields.String(
+        data_key="systemPrompt", metadata={"description": "Instructions for the AI."}
+    )
+    voice_id = fields.String(data_key="voiceId", metadata={"description": "Voice to speak with."})
+    greeting_text = fields.String(
+        data_key="greetingText", metadata={"description": "What to say on answering."}
+    )
+    language = fields.String(metadata={"description": "BCP 47 language tag."})
+    escalation_number = fields.String(
+        data_key="escalationNumber",
+        allow_none=True,
+        metadata={"description": "Where to transfer to a human, or null."},
+    )
+    tools_enabled = fields.List(fields.String(), data_key="toolsEnabled")
+    functions = fields.List(fields.Nested(FunctionSpecSchema))
+    max_call_duration_seconds = fields.Integer(
+        data_key="maxCallDurationSeconds",
+        metadata={"description": "Hang up after this: min(agent limit, balance) in seconds."},
+    )
+
+
+class StartedCallSchema(CallDetailSchema):
+    """The recorded call and, under session, what the runtime needs to run it."""
+
+    session = fields.Nested(SessionSchema, required=True)
+
+    def get_attribute(self, obj: Any, attr: str, default: Any) -> Any:
+        # obj is a StartedCall: the call's fields come from obj.call.
+        if attr == "session":
+            return obj.session
+        return super().get_attribute(obj.call, attr, default)
+
+
+class CallAnsweredSchema(Schema):
+    answered_at = UtcDateTime(
+        data_key="answeredAt",
+        metadata={"description": "When the agent answered (default: now)."},
+    )
+
+
+class CallEndSchema(Schema):
+    status = fields.String(
+        required=True,
+        validate=validate.OneOf(END_STATUSES),
+        metadata={"description": "ended, dropped or failed.", "enum": END_STATUSES},
+    )
+    duration_seconds = StrictInteger(
+        data_key="durationSeconds",
+        required=True,
+        validate=validate.Range(min=0),
+        metadata={"description": "Seconds from start to end."},
+    )
+    talk_time_seconds = StrictInteger(
+        data_key="talkTimeSeconds",
+        required=True,
+        validate=validate.Range(min=0),
+        metadata={"description": "Seconds of conversation; ceil(talkTimeSeconds / 60) is charged."},
+    )
+    hangup_reason = fields.String(
+        data_key="hangupReason",
+        required=True,
+        validate=validate.Length(1, 64),
+        metadata={"description": "e.g. normal."},
+    )
+    hangup_initiator = fields.String(
+        data_key="hangupInitiator",
+        required=True,
+        validate=validate.Length(1, 32),
+        metadata={"description": "e.g. caller, agent or system."},
+    )
+    ai_cost_idr = StrictInteger(
+        data_key="aiCostIdr",
+        required=True,
+        validate=validate.Range(min=0),
+        metadata={"description": "AI cost of the call in IDR."},
+    )
+    ended_at = UtcDateTime(
+        data_key="endedAt",
+        metadata={"description": "When it ended (default: now)."},
+    )
+    metadata = fields.Dict(metadata={"description": "Merged into the call's metadata."})
+
+
+class TranscriptSchema(Schema):
+    transcript_summary = fields.String(
+        data_key="transcriptSummary",
+        required=True,
+        validate=validate.Length(max=100_000),
+        metadata={"description": "Summary of the conversation."},
+    )

@@ -1,0 +1,541 @@
+"""Runtime API: auth, the call lifecycle, its state machine, idempotency and its events."""
+
+import pytest
+
+from app import create_app
+from app.models import Agent, Call, CreditTransaction, Delivery, Event, Function, Tenant, Webhook
+from app.services import agents as agent_service
+from app.services import billing
+from app.services import phone_numbers as number_service
+from app.util import new_id
+from tests.call_flow import CALLER, RUNTIME, answer, end, end_body, start, whole_call
+from tests.helpers import assert_error
+
+SESSION_FIELDS = {
+    "agentId",
+    "systemPrompt",
+    "voiceId",
+    "greetingText",
+    "language",
+    "escalationNumber",
+    "toolsEnabled",
+    "functions",
+    "maxCallDurationSeconds",
+}
+
+
+def events_of(type_):
+    return [event.data for event in Event.select().where(Event.type == type_)]
+
+
+def balance_of(tenant):
+    return Tenant.get_by_id(tenant.id).balance_minutes
+
+
+# Authentication
+
+
+def test_missing_token_is_401(client, did):
+    assert_error(start(client, {}, did), 401, "unauthorized")
+
+
+def test_wrong_token_is_401(client, did):
+    response = start(client, {"Authorization": "Bearer nope"}, did)
+    assert_error(response, 401, "unauthorized")
+    response = client.post(f"{RUNTIME}/call_x/answered", headers={"Authorization": "Basic x"})
+    assert_error(response, 401, "unauthorized")
+
+
+def test_tenant_api_key_is_not_a_runtime_token(client, headers, did):
+    assert_error(start(client, headers, did), 401, "unauthorized")
+
+
+def test_runtime_api_without_configured_token_is_503(app_config, did):
+    closed = create_app({**app_config, "RUNTIME_TOKEN": None})
+    response = closed.test_client().post(
+        RUNTIME, json={"did": did, "callerNumber": CALLER}, headers={"Authorization": "Bearer "}
+    )
+    error = assert_error(response, 503, "runtime_disabled")
+    assert "RUNTIME_TOKEN" in error["message"]
+
+
+# Starting a call
+
+
+def test_start_call_records_ringing_call_and_returns_session(client, runtime_headers, did):
+    response = start(client, runtime_headers, did, providerCallId="prov-1")
+    assert response.status_code == 201
+    body = response.json
+    assert body["id"].startswith("call_") and len(body["id"]) == 25
+    assert body["status"] == "ringing"
+    assert (body["callerNumber"], body["calleeNumber"], body["direction"]) == (
+        CALLER,
+        did,
+        "inbound",
+    )
+    assert body["startedAt"].endswith("Z") and body["endedAt"] is None
+    session = body["session"]
+    assert set(session) == SESSION_FIELDS
+    agent = Agent.get_by_id(session["agentId"])
+    assert session["systemPrompt"] == agent.system_prompt == "Be helpful."
+    assert (session["voiceId"], session["language"], session["greetingText"]) == ("Puck", "id", "")
+    assert session["toolsEnabled"] == [] and session["functions"] == []
+    assert session["escalationNumber"] is None
+    assert session["maxCallDurationSeconds"] == 600  # 10-minute agent limit, 100 minutes left
+    assert Call.get_by_id(body["id"]).provider_call_id == "prov-1"
+
+
+def test_session_time_limit_is_the_balance_when_lower(client, runtime_headers, tenant, did):
+    billing._apply(tenant_id=tenant.id, type="adjustment", minutes=-97)
+    session = start(client, runtime_headers, did).json["session"]
+    assert session["maxCallDurationSeconds"] == 180
+
+
+def test_session_lists_the_agents_functions(client, runtime_headers, tenant, agent_id, did):
+    parameters = {"type": "object", "properties": {}, "required": []}
+    for name in ("lookup_order", "book_visit"):
+        Function.create(
+            id=new_id("fn"),
+            tenant=tenant,
+            agent=agent_id,
+            name=name,
+            description=f"Does {name}.",
+            endpoint="http://127.0.0.1:9/x",
+            parameters=parameters,
+            signing_secret="s" * 16,
+        )
+    functions = start(client, runtime_headers, did).json["session"]["functions"]
+    assert functions == [
+        {"name": "book_visit", "description": "Does book_visit.", "parameters": parameters},
+        {"name": "lookup_order", "description": "Does lookup_order.", "parameters": parameters},
+    ]
+
+
+def test_start_call_emits_call_started(client, runtime_headers, did):
+    body = start(client, runtime_headers, did).json
+    assert events_of("call.started") == [
+        {
+            "callId": body["id"],
+            "phoneNumberId": body["phoneNumberId"],
+            "callerNumber": CALLER,
+            "did": did,
+        }
+    ]
+
+
+def test_outbound_call_has_the_business_number_as_caller(client, runtime_headers, did):
+    body = start(client, runtime_headers, did, direction="outbound").json
+    assert (body["direction"], body["callerNumber"], body["calleeNumber"]) == (
+        "outbound",
+        did,
+        CALLER,
+    )
+
+
+def test_repeated_provider_call_id_returns_the_same_call(client, runtime_headers, tenant, did):
+    first = start(client, runtime_headers, did, providerCallId="prov-7")
+    again = start(client, runtime_headers, did, providerCallId="prov-7")
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json["id"] == first.json["id"]
+    assert again.json["session"] == first.json["session"]
+    assert Call.select().count() == 1
+    assert Tenant.get_by_id(tenant.id).calls_count == 1
+    assert len(events_of("call.started")) == 1
+
+
+def test_provider_call_id_is_unique_per_tenant_only(
+    client, runtime_headers, did, other_tenant, agent_id
+):
+    number = number_service.add_number(tenant=other_tenant, display_number="+6221555777")
+    agent = agent_service.create_agent(tenant=other_tenant, name="B", system_prompt="x")
+    number_service.assign_agent(tenant=other_tenant, number_id=number.id, agent_id=agent.id)
+    billing.grant(tenant=other_tenant, minutes=5)
+    ours = start(client, runtime_headers, did, providerCallId="same")
+    theirs = start(client, runtime_headers, "+6221555777", providerCallId="same")
+    assert ours.status_code == theirs.status_code == 201
+    assert ours.json["id"] != theirs.json["id"]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"did": "0215550"},
+        {"callerNumber": "not a number"},
+        {"direction": "sideways"},
+        {"providerCallId": ""},
+        {"extra": 1},
+    ],
+)
+def test_start_call_rejects_invalid_fields(client, runtime_headers, did, fields):
+    body = {"did": did, "callerNumber": CALLER, **fields}
+    response = client.post(RUNTIME, json=body, headers=runtime_headers)
+    error = assert_error(response, 422, "validation_error")
+    assert set(error["details"]) == set(fields)
+    assert Call.select().count() == 0
+
+
+def test_start_call_requires_did_and_caller(client, runtime_headers):
+    error = assert_error(
+        client.post(RUNTIME, json={}, headers=runtime_headers), 422, "validation_error"
+    )
+    assert set(error["details"]) == {"did", "callerNumber"}
+
+
+def assert_rejected(response, code):
+    error = assert_error(response, 409, code)
+    call = Call.get_by_id(error["details"]["callId"])
+    assert (call.status, call.hangup_reason, call.billed_minutes) == ("failed", code, 0)
+    assert [e["callId"] for e in events_of("call.started")] == [call.id]
+    [ended] = events_of("call.ended")
+    assert (ended["callId"], ended["hangupReason"], ended["talkTimeSeconds"]) == (call.id, code, 0)
+    return call
+
+
+def test_number_without_agent_is_recorded_failed_no_agent(client, runtime_headers, tenant, did):
+    number = number_service.list_numbers(tenant=tenant)[0]
+    number_service.assign_agent(tenant=tenant, number_id=number.id, agent_id=None)
+    call = assert_rejected(start(client, runtime_headers, did), "no_agent")
+    assert call.agent_id is None
+
+
+def test_inactive_agent_is_no_agent(client, runtime_headers, tenant, agent_id, did):
+    agent_service.update_agent(tenant=tenant, agent_id=agent_id, is_active=False)
+    assert_rejected(start(client, runtime_headers, did), "no_agent")
+
+
+def test_deleted_agent_is_no_agent(client, runtime_headers, tenant, agent_id, did):
+    agent_service.delete_agent(tenant=tenant, agent_id=agent_id)
+    assert_rejected(start(client, runtime_headers, did), "no_agent")
+
+
+def test_inactive_number_is_no_agent(client, runtime_headers, did):
+    number_service.PhoneNumber.update(is_active=False).execute()
+    assert_rejected(start(client, runtime_headers, did), "no_agent")
+
+
+def test_unknown_number_is_no_agent_and_records_nothing(client, runtime_headers):
+    response = start(client, runtime_headers, "+6299999999")
+    error = assert_error(response, 409, "no_agent")
+    assert error["details"] == {}
+    assert Call.select().count() == 0
+
+
+@pytest.mark.parametrize("balance", [0, -3])
+def test_no_credits_is_recorded_failed(client, runtime_headers, tenant, did, balance):
+    billing._apply(tenant_id=tenant.id, type="adjustment", minutes=balance - 100)
+    call = assert_rejected(start(client, runtime_headers, did), "no_credits")
+    assert call.agent_id is not None
+    assert balance_of(tenant) == balance
+
+
+def test_repeated_provider_call_id_of_a_rejected_call_is_409_again(
+    client, runtime_headers, tenant, did
+):
+    billing._apply(tenant_id=tenant.id, type="adjustment", minutes=-100)
+    first = assert_error(start(client, runtime_headers, did, providerCallId="p"), 409, "no_credits")
+    billing.grant(tenant=tenant, minutes=10)
+    again = assert_error(start(client, runtime_headers, did, providerCallId="p"), 409, "no_credits")
+    assert again["details"] == first["details"]
+    assert Call.select().count() == 1
+
+
+# Answering
+
+
+def test_answered_moves_ringing_to_answered_and_emits(client, runtime_headers, did):
+    started = start(client, runtime_headers, did).json
+    response = answer(client, runtime_headers, started["id"])
+    assert response.status_code == 200
+    assert response.json["status"] == "answered" and response.json["answeredAt"].endswith("Z")
+    assert events_of("call.answered") == [
+        {"callId": started["id"], "agentId": started["agentId"], "startedAt": started["startedAt"]}
+    ]
+
+
+def test_answered_accepts_the_time_it_happened(client, runtime_headers, did):
+    call_id = start(client, runtime_headers, did).json["id"]
+    response = client.post(
+        f"{RUNTIME}/{call_id}/answered",
+        json={"answeredAt": "2026-01-02T03:04:05.678+07:00"},
+        headers=runtime_headers,
+    )
+    assert response.json["answeredAt"] == "2026-01-01T20:04:05.678Z"
+
+
+def test_repeated_answered_changes_nothing(client, runtime_headers, did):
+    call_id = start(client, runtime_headers, did).json["id"]
+    first = answer(client, runtime_headers, call_id).json
+    again = answer(client, runtime_headers, call_id)
+    assert again.status_code == 200 and again.json == first
+    assert len(events_of("call.answered")) == 1
+
+
+@pytest.mark.parametrize("status", ["ended", "dropped", "failed"])
+def test_answered_after_the_end_is_illegal(client, runtime_headers, did, status):
+    call_id = start(client, runtime_headers, did).json["id"]
+    end(client, runtime_headers, call_id, status=status)
+    error = assert_error(answer(client, runtime_headers, call_id), 409, "illegal_transition")
+    assert error["details"] == {"status": status}
+    assert events_of("call.answered") == []
+
+
+def test_unknown_call_is_404(client, runtime_headers):
+    for step in ("answered", "ended", "transcript"):
+        body = {"ended": end_body(), "transcript": {"transcriptSummary": "x"}}.get(step)
+        response = client.post(f"{RUNTIME}/call_nope/{step}", json=body, headers=runtime_headers)
+        assert_error(response, 404, "not_found")
+
+
+# Ending and billing
+
+
+def test_ended_charges_started_minutes_once(client, runtime_headers, tenant, did):
+    call_id = whole_call(client, runtime_headers, did, talkTimeSeconds=61)
+    call = Call.get_by_id(call_id)
+    assert (call.status, call.billed_minutes, call.talk_time_seconds) == ("ended", 2, 61)
+    [usage] = CreditTransaction.select().where(CreditTransaction.type == "usage")
+    assert (usage.minutes, usage.balance_after, usage.call_id) == (-2, 98, call_id)
+    assert usage.idempotency_key == f"usage:{call_id}"
+    refreshed = Tenant.get_by_id(tenant.id)
+    assert (refreshed.balance_minutes, refreshed.lifetime_used_minutes) == (98, 2)
+
+
+def test_ended_returns_the_detail_of_the_call(client, runtime_headers, did):
+    call_id = start(client, runtime_headers, did).json["id"]
+    answer(client, runtime_headers, call_id)
+    response = end(
+        client,
+        runtime_headers,
+        call_id,
+        endedAt="2026-03-01T10:00:00Z",
+        metadata={"crm": "lead-9"},
+    )
+    body = response.json
+    assert response.status_code == 200
+    assert body["endedAt"] == "2026-03-01T10:00:00.000Z"
+    assert (body["durationSeconds"], body["talkTimeSeconds"], body["aiCostIdr"]) == (95, 80, 1200)
+    assert (body["hangupReason"], body["hangupInitiator"]) == ("normal", "caller")
+    assert body["billedMinutes"] == 2 and body["metadata"] == {"crm": "lead-9"}
+
+
+def test_ended_emits_call_ended_with_every_field(client, runtime_headers, did):
+    started = start(client, runtime_headers, did).json
+    end(client, runtime_headers, started["id"])
+    assert events_of("call.ended") == [
+        {
+            "callId": started["id"],
+            "durationSeconds": 95,
+            "hangupReason": "normal",
+            "phoneNumberId": started["phoneNumberId"],
+            "callerNumber": CALLER,
+            "calleeNumber": did,
+            "talkTimeSeconds": 80,
+            "hangupInitiator": "caller",
+            "aiCostIdr": 1200,
+        }
+    ]
+
+
+def test_repeated_ended_changes_and_charges_nothing(client, runtime_headers, tenant, did):
+    call_id = whole_call(client, runtime_headers, did)
+    before = Call.get_by_id(call_id).__data__
+    again = end(client, runtime_headers, call_id, talkTimeSeconds=3000, hangupReason="other")
+    assert again.status_code == 200
+    assert again.json["talkTimeSeconds"] == 80 and again.json["hangupReason"] == "normal"
+    assert Call.get_by_id(call_id).__data__ == before
+    assert CreditTransaction.select().where(CreditTransaction.type == "usage").count() == 1
+    assert balance_of(tenant) == 98
+    assert len(events_of("call.ended")) == 1
+
+
+def test_a_different_end_status_after_the_end_is_illegal(client, runtime_headers, did):
+    call_id = whole_call(client, runtime_headers, did)
+    error = assert_error(
+        end(client, runtime_headers, call_id, status="dropped"), 409, "illegal_transition"
+    )
+    assert error["details"] == {"status": "ended"}
+
+
+def test_ringing_call_can_end_dropped_without_answer(client, runtime_headers, tenant, did):
+    call_id = start(client, runtime_headers, did).json["id"]
+    response = end(client, runtime_headers, call_id, status="dropped", talkTimeSeconds=0)
+    assert response.json["status"] == "dropped" and response.json["answeredAt"] is None
+
+
+def test_rejected_call_repeats_its_failure_but_cannot_end_otherwise(
+    client, runtime_headers, tenant, did
+):
+    number_service.PhoneNumber.update(agent=None).execute()
+    call_id = start(client, runtime_headers, did).json["error"]["details"]["callId"]
+    same = end(client, runtime_headers, call_id, status="failed")
+    assert same.status_code == 200 and same.json["hangupReason"] == "no_agent"
+    assert_error(end(client, runtime_headers, call_id), 409, "illegal_transition")
+    assert balance_of(tenant) == 100
+
+
+def test_zero_talk_time_bills_zero_minutes_without_ledger_entry(
+    client, runtime_headers, tenant, did
+):
+    call_id = whole_call(client, runtime_headers, did, talkTimeSeconds=0, status="failed")
+    assert Call.get_by_id(call_id).billed_minutes == 0
+    assert CreditTransaction.select().where(CreditTransaction.type == "usage").count() == 0
+    assert balance_of(tenant) == 100
+
+
+def test_last_call_may_take_the_balance_below_zero(client, runtime_headers, tenant, did):
+    billing._apply(tenant_id=tenant.id, type="adjustment", minutes=-99)
+    whole_call(client, runtime_headers, did, talkTimeSeconds=300)
+    assert balance_of(tenant) == -4
+    assert_error(start(client, runtime_headers, did), 409, "no_credits")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"status": "answered"},
+        {"durationSeconds": -1},
+        {"talkTimeSeconds": "60"},
+        {"aiCostIdr": 1.5},
+        {"hangupReason": ""},
+        {"endedAt": "yesterday"},
+        {"metadata": []},
+        {"billed": 3},
+    ],
+)
+def test_ended_rejects_invalid_fields(client, runtime_headers, did, fields):
+    call_id = start(client, runtime_headers, did).json["id"]
+    error = assert_error(end(client, runtime_headers, call_id, **fields), 422, "validation_error")
+    assert set(error["details"]) == set(fields)
+    assert Call.get_by_id(call_id).status == "ringing"
+
+
+def test_ended_requires_every_report_field(client, runtime_headers, did):
+    call_id = start(client, runtime_headers, did).json["id"]
+    response = client.post(f"{RUNTIME}/{call_id}/ended", json={}, headers=runtime_headers)
+    error = assert_error(response, 422, "validation_error")
+    assert set(error["details"]) == {
+        "status",
+        "durationSeconds",
+        "talkTimeSeconds",
+        "hangupReason",
+        "hangupInitiator",
+        "aiCostIdr",
+    }
+
+
+# credits.low
+
+
+def set_threshold_and_balance(tenant, threshold, balance):
+    Tenant.update(low_balance_threshold=threshold).where(Tenant.id == tenant.id).execute()
+    billing._apply(tenant_id=tenant.id, type="adjustment", minutes=balance - balance_of(tenant))
+
+
+def test_credits_low_fires_once_per_downward_crossing(client, runtime_headers, tenant, did):
+    set_threshold_and_balance(tenant, threshold=10, balance=12)
+    whole_call(client, runtime_headers, did, talkTimeSeconds=120)  # 12 -> 10: not below
+    assert events_of("credits.low") == []
+    whole_call(client, runtime_headers, did, talkTimeSeconds=60)  # 10 -> 9: crosses
+    assert events_of("credits.low") == [{"balanceMinutes": 9, "threshold": 10}]
+    whole_call(client, runtime_headers, did, talkTimeSeconds=60)  # 9 -> 8: already below
+    assert len(events_of("credits.low")) == 1
+    billing.grant(tenant=tenant, minutes=20)  # 28
+    whole_call(client, runtime_headers, did, talkTimeSeconds=25 * 60)  # 28 -> 3: crosses again
+    assert events_of("credits.low")[-1] == {"balanceMinutes": 3, "threshold": 10}
+    assert len(events_of("credits.low")) == 2
+
+
+# Transcript
+
+
+def test_transcript_is_stored_and_emitted_once_per_text(client, runtime_headers, did):
+    call_id = whole_call(client, runtime_headers, did)
+    path = f"{RUNTIME}/{call_id}/transcript"
+    for text in ("Asked about prices.", "Asked about prices.", "Asked about prices; booked."):
+        response = client.post(path, json={"transcriptSummary": text}, headers=runtime_headers)
+        assert response.status_code == 200 and response.json["transcriptSummary"] == text
+    assert events_of("call.transcript") == [
+        {"callId": call_id, "transcriptSummary": "Asked about prices."},
+        {"callId": call_id, "transcriptSummary": "Asked about prices; booked."},
+    ]
+
+
+def test_transcript_requires_its_text(client, runtime_headers, did):
+    call_id = start(client, runtime_headers, did).json["id"]
+    response = client.post(f"{RUNTIME}/{call_id}/transcript", json={}, headers=runtime_headers)
+    assert assert_error(response, 422, "validation_error")["details"] == {
+        "transcriptSummary": ["Missing data for required field."]
+    }
+
+
+def test_runtime_body_must_be_json(client, runtime_headers, did):
+    response = client.post(
+        RUNTIME, data="did=1", headers=runtime_headers, content_type="text/plain"
+    )
+    assert_error(response, 415, "unsupported_media_type")
+
+
+# Outbox
+
+
+def test_each_event_gets_one_delivery_per_subscribed_active_webhook(
+    client, runtime_headers, tenant, other_tenant, did
+):
+    def webhook(owner, events, active=True):
+        return Webhook.create(
+            id=new_id("wh"),
+            tenant=owner,
+            url="http://127.0.0.1:9/h",
+            events=events,
+            secret="s" * 16,
+            is_active=active,
+        ).id
+
+    everything = webhook(tenant, ["call.started", "call.answered", "call.ended", "call.transcript"])
+    ended_only = webhook(tenant, ["call.ended"])
+    inactive = webhook(tenant, ["call.started", "call.ended"], active=False)
+    foreign = webhook(other_tenant, ["call.started", "call.ended"])
+    call_id = whole_call(client, runtime_headers, did)
+    client.post(
+        f"{RUNTIME}/{call_id}/transcript",
+        json={"transcriptSummary": "Hi."},
+        headers=runtime_headers,
+    )
+
+    def delivered(webhook_id):
+        rows = Delivery.select(Delivery, Event).join(Event).where(Delivery.webhook == webhook_id)
+        assert all(row.status == "pending" and row.tenant_id == tenant.id for row in rows)
+        return sorted(row.event.type for row in rows)
+
+    assert delivered(everything) == sorted(
+        ["call.started", "call.answered", "call.ended", "call.transcript"]
+    )
+    assert delivered(ended_only) == ["call.ended"]
+    assert delivered(inactive) == [] and delivered(foreign) == []
+
+
+def test_event_data_types_follow_the_spec(client, runtime_headers, did):
+    call_id = whole_call(client, runtime_headers, did)
+    client.post(
+        f"{RUNTIME}/{call_id}/transcript",
+        json={"transcriptSummary": "Hi."},
+        headers=runtime_headers,
+    )
+    strings = {
+        "callId",
+        "phoneNumberId",
+        "agentId",
+        "callerNumber",
+        "calleeNumber",
+        "did",
+        "hangupReason",
+        "hangupInitiator",
+        "transcriptSummary",
+        "startedAt",
+    }
+    integers = {"durationSeconds", "talkTimeSeconds", "aiCostIdr", "balanceMinutes", "threshold"}
+    for event in Event.select():
+        for name, value in event.data.items():
+            expected = str if name in strings else int
+            assert name in strings | integers, name
+            assert type(value) is expected, (event.type, name, value)

@@ -1,0 +1,101 @@
+"""Billing: usage rounding, and the balance always equal to the ledger's sum."""
+
+import itertools
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from peewee import fn
+
+from app.errors import AppError
+from app.models import Call, CreditTransaction, Event, Tenant
+from app.services import agents as agent_service
+from app.services import billing
+from app.services import calls as call_service
+from app.services import phone_numbers as number_service
+from app.services import tenants as tenant_service
+
+
+@pytest.mark.parametrize(
+    ("seconds", "minutes"), [(0, 0), (1, 1), (59, 1), (60, 1), (61, 2), (3600, 60), (3601, 61)]
+)
+def test_usage_minutes_counts_every_started_minute(seconds, minutes):
+    assert billing.usage_minutes(seconds) == minutes
+
+
+def test_charge_of_zero_minutes_writes_nothing(app, tenant):
+    assert billing.charge_call(tenant_id=tenant.id, call_id="call_x", minutes=0) is None
+    assert CreditTransaction.select().count() == 0
+
+
+_numbers = itertools.count(6221_5550_000)
+
+grants = st.tuples(st.just("grant"), st.integers(1, 30))
+calls = st.tuples(
+    st.sampled_from(["ended", "dropped", "failed"]),
+    st.integers(0, 40 * 60),  # up to 40 minutes: often more than the balance left
+)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    steps=st.lists(st.one_of(grants, calls), min_size=1, max_size=12), threshold=st.integers(0, 20)
+)
+def test_balance_always_equals_the_ledger_sum(app, steps, threshold):
+    tenant = tenant_service.create_tenant(name=f"t{next(_numbers)}")
+    tenant_service.set_threshold(tenant=tenant, minutes=threshold)
+    agent = agent_service.create_agent(tenant=tenant, name="A", system_prompt="x")
+    number = number_service.add_number(tenant=tenant, display_number=f"+{next(_numbers)}")
+    number_service.assign_agent(tenant=tenant, number_id=number.id, agent_id=agent.id)
+    used = purchased = crossings = 0
+    for kind, amount in steps:
+        balance = Tenant.get_by_id(tenant.id).balance_minutes
+        if kind == "grant":
+            billing.grant(tenant=tenant, minutes=amount)
+            purchased += amount
+        else:
+            try:
+                call = call_service.start_call(
+                    did=number.display_number, caller_number="+628123456"
+                )
+            except AppError as error:
+                assert balance <= 0 and error.code == "no_credits"
+                continue
+            assert balance > 0
+            call_service.answer_call(call_id=call.call.id)
+            ended = call_service.end_call(
+                call_id=call.call.id,
+                status=kind,
+                duration_seconds=amount,
+                talk_time_seconds=amount,
+                hangup_reason="normal",
+                hangup_initiator="caller",
+                ai_cost_idr=0,
+            )
+            assert ended.billed_minutes == -(-amount // 60)
+            used += ended.billed_minutes
+            after = balance - ended.billed_minutes
+            crossings += ended.billed_minutes > 0 and balance >= threshold > after
+
+        stored = Tenant.get_by_id(tenant.id)
+        ledger = CreditTransaction.select().where(CreditTransaction.tenant == tenant)
+        assert stored.balance_minutes == (
+            ledger.select(fn.SUM(CreditTransaction.minutes)).scalar() or 0
+        )
+        assert stored.balance_minutes == purchased - used
+        assert (stored.lifetime_purchased_minutes, stored.lifetime_used_minutes) == (
+            purchased,
+            used,
+        )
+        last = ledger.order_by(
+            CreditTransaction.created_at.desc(), CreditTransaction.id.desc()
+        ).first()
+        assert last is None or last.balance_after == stored.balance_minutes
+    lows = Event.select().where((Event.tenant == tenant) & (Event.type == "credits.low"))
+    assert lows.count() == crossings
+    billed = Call.select(fn.SUM(Call.billed_minutes)).where(Call.tenant == tenant).scalar() or 0
+    assert billed == used
