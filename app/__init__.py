@@ -7,7 +7,7 @@ from typing import Any
 from flask import Flask, g
 
 from app import config as default_config
-from app import db, errors
+from app import db, errors, queue
 from app.extensions import api
 from app.util import new_id
 
@@ -27,6 +27,8 @@ def load_environment(config: dict[str, Any]) -> None:
             config[name] = raw.strip().lower() in TRUE_WORDS
         elif isinstance(default, int):
             config[name] = int(raw)
+        elif isinstance(default, float):
+            config[name] = float(raw)
         else:
             config[name] = raw or None
 
@@ -60,6 +62,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     register_request_id(app)
     api.init_app(app)
     errors.init_app(app)
+    queue.init_app(app)
 
     from app.resources import register_blueprints
 
