@@ -8,8 +8,9 @@ from app.auth import API_KEY_SCHEME, RUNTIME_SCHEME
 from app.resources import health
 from app.resources.agents.routes import blp as agents_blp
 from app.resources.phone_numbers.routes import blp as phone_numbers_blp
+from app.resources.webhooks.routes import blp as webhooks_blp
 
-TENANT_BLUEPRINTS = [agents_blp, phone_numbers_blp]
+TENANT_BLUEPRINTS = [agents_blp, phone_numbers_blp, webhooks_blp]
 RUNTIME_BLUEPRINTS: list = []
 
 BODY_ERRORS = ("BAD_REQUEST", "REQUEST_ENTITY_TOO_LARGE", "UNSUPPORTED_MEDIA_TYPE")

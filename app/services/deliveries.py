@@ -376,7 +376,7 @@ def list_deliveries(
     offset: int = 0,
 ) -> tuple[list[Delivery], int]:
     """Deliveries newest first, with their attempts and event type; and the total count."""
-    query = Delivery.select(Delivery, Event.type).join(Event)
+    query = Delivery.select(Delivery, Event.id, Event.type).join(Event)
     if tenant is not None:
         query = query.where(Delivery.tenant == tenant)
     if webhook is not None:
