@@ -33,8 +33,8 @@ run: install
 		$(BIN)/flask run --host 127.0.0.1 --port $(PORT)
 
 lint: install-dev
-	$(BIN)/ruff check app tests bench worker.py wsgi.py
-	$(BIN)/ruff format --check app tests bench worker.py wsgi.py
+	$(BIN)/ruff check app tests $(wildcard bench) worker.py wsgi.py
+	$(BIN)/ruff format --check app tests $(wildcard bench) worker.py wsgi.py
 
 test: install-dev lint
 	@$(BIN)/python -c "import redis, sys; redis.Redis.from_url('$(TEST_REDIS_URL)', socket_connect_timeout=2).ping()" 2>/dev/null || { \

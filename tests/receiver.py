@@ -38,6 +38,7 @@ class Receiver:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # answer at once, not after a delayed ACK
 
             def handle_any(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)

@@ -298,19 +298,24 @@ def disable(webhook: Webhook, *, reason: str | None) -> None:
 
 
 def sweep(limit: int = SWEEP_BATCH) -> int:
-    """Enqueue every due pending delivery that no live lease holds; how many were enqueued."""
+    """Enqueue every due pending delivery that no live lease holds; how many were enqueued.
+
+    A delivery never attempted is left alone for one lease period after it was created: its
+    job was enqueued after commit and is most likely still waiting in the queue.
+    """
     now = utcnow()
+    ttl = int(current_app.config["WEBHOOK_LEASE_SECONDS"])
     due = (
         Delivery.select(Delivery.id, Delivery.next_attempt_at)
         .where(
             (Delivery.status == "pending")
             & (Delivery.next_attempt_at <= now)
             & (Delivery.lease_until.is_null() | (Delivery.lease_until < now))
+            & ((Delivery.attempts > 0) | (Delivery.created_at < now - timedelta(seconds=ttl)))
         )
         .order_by(Delivery.next_attempt_at)
         .limit(limit)
     )
-    ttl = int(current_app.config["WEBHOOK_LEASE_SECONDS"])
     enqueued = 0
     for row in list(due):
         # Once per due time: a backlog is not enqueued again on every sweep, a rescheduled

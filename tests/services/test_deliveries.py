@@ -6,7 +6,6 @@ These run inline (jobs in-process after commit) against real HTTP receivers on 1
 import base64
 import hashlib
 import hmac
-import json
 import socket
 import time
 from datetime import timedelta
@@ -272,18 +271,31 @@ def test_sweeper_sends_due_deliveries_and_skips_leased_ones(app, tenant):
     with Receiver() as receiver:
         webhook = register(tenant, receiver.url)
         event = Event.create(id=new_id("evt"), tenant=tenant, type="call.ended", data={})
-        due = Delivery.create(id=new_id("dlv"), tenant=tenant, webhook=webhook, event=event)
+        earlier = utcnow() - timedelta(minutes=2)
+        due = Delivery.create(
+            id=new_id("dlv"), tenant=tenant, webhook=webhook, event=event, created_at=earlier
+        )
         leased = Delivery.create(
             id=new_id("dlv"),
             tenant=tenant,
             webhook=webhook,
             event=event,
+            created_at=earlier,
             lease_until=utcnow() + timedelta(minutes=1),
         )
         assert deliveries.sweep() == 1
         assert [r.headers["X-Service-Delivery-Id"] for r in receiver.requests] == [due.id]
     assert Delivery.get_by_id(due.id).status == "succeeded"
     assert Delivery.get_by_id(leased.id).status == "pending"
+
+
+def test_sweeper_leaves_a_fresh_delivery_to_its_queued_job(app, tenant):
+    webhook = register(tenant, "http://127.0.0.1:9/")
+    event = Event.create(id=new_id("evt"), tenant=tenant, type="call.ended", data={})
+    Delivery.create(id=new_id("dlv"), tenant=tenant, webhook=webhook, event=event)
+    assert deliveries.sweep() == 0
+    app.config["WEBHOOK_LEASE_SECONDS"] = 0
+    assert deliveries.sweep() == 1
 
 
 def test_emit_creates_one_delivery_per_active_subscribed_webhook(tenant, other_tenant):
