@@ -251,24 +251,23 @@ class _GuardedHTTPSConnection(_GuardedConnectionMixin, HTTPSConnection):
     pass
 
 
-class _GuardedHTTPConnectionPool(HTTPConnectionPool):
+class _GuardedPoolMixin:
+    """Hands the pool's guard to each connection it makes."""
+
+    guard: AddressGuard
+
+    def _new_conn(self):  # type: ignore[no-untyped-def]
+        conn = super()._new_conn()  # type: ignore[misc]
+        conn.guard = self.guard
+        return conn
+
+
+class _GuardedHTTPConnectionPool(_GuardedPoolMixin, HTTPConnectionPool):
     ConnectionCls = _GuardedHTTPConnection
-    guard: AddressGuard
-
-    def _new_conn(self):  # type: ignore[no-untyped-def]
-        conn = super()._new_conn()
-        conn.guard = self.guard  # type: ignore[attr-defined]
-        return conn
 
 
-class _GuardedHTTPSConnectionPool(HTTPSConnectionPool):
+class _GuardedHTTPSConnectionPool(_GuardedPoolMixin, HTTPSConnectionPool):
     ConnectionCls = _GuardedHTTPSConnection
-    guard: AddressGuard
-
-    def _new_conn(self):  # type: ignore[no-untyped-def]
-        conn = super()._new_conn()
-        conn.guard = self.guard  # type: ignore[attr-defined]
-        return conn
 
 
 class _GuardedPoolManager(PoolManager):

@@ -41,6 +41,11 @@ def only_delivery():
     return delivery
 
 
+def new_delivery(tenant, webhook, **fields):
+    event = Event.create(id=new_id("evt"), tenant=tenant, type="call.ended", data={})
+    return Delivery.create(id=new_id("dlv"), tenant=tenant, webhook=webhook, event=event, **fields)
+
+
 def make_due(delivery_id):
     Delivery.update(next_attempt_at=utcnow() - timedelta(seconds=1)).where(
         Delivery.id == delivery_id
@@ -149,14 +154,7 @@ def test_redirect_is_a_failure_and_not_followed(tenant):
 def test_gone_disables_the_webhook_at_once(tenant):
     with Receiver(lambda request: Answer(410)) as receiver:
         webhook = register(tenant, receiver.url)
-        other_event = Event.create(id=new_id("evt"), tenant=tenant, type="call.ended", data={})
-        waiting = Delivery.create(
-            id=new_id("dlv"),
-            tenant=tenant,
-            webhook=webhook,
-            event=other_event,
-            next_attempt_at=utcnow() + timedelta(hours=1),
-        )
+        waiting = new_delivery(tenant, webhook, next_attempt_at=utcnow() + timedelta(hours=1))
         emit(tenant)
     webhook = Webhook.get_by_id(webhook.id)
     assert not webhook.is_active and "410" in webhook.disabled_reason
@@ -240,9 +238,7 @@ def test_retry_delay_follows_the_schedule_with_jitter(app, attempt):
 
 
 def test_claim_is_exclusive_until_the_lease_expires(app, tenant):
-    webhook = register(tenant, "http://127.0.0.1:9/")
-    event = Event.create(id=new_id("evt"), tenant=tenant, type="call.ended", data={})
-    delivery = Delivery.create(id=new_id("dlv"), tenant=tenant, webhook=webhook, event=event)
+    delivery = new_delivery(tenant, register(tenant, "http://127.0.0.1:9/"))
     assert deliveries.claim(delivery.id) is not None
     assert deliveries.claim(delivery.id) is None
     Delivery.update(lease_until=utcnow() - timedelta(seconds=1)).execute()
@@ -252,17 +248,8 @@ def test_claim_is_exclusive_until_the_lease_expires(app, tenant):
 
 def test_claim_skips_deliveries_not_yet_due_or_settled(app, tenant):
     webhook = register(tenant, "http://127.0.0.1:9/")
-    event = Event.create(id=new_id("evt"), tenant=tenant, type="call.ended", data={})
-    later = Delivery.create(
-        id=new_id("dlv"),
-        tenant=tenant,
-        webhook=webhook,
-        event=event,
-        next_attempt_at=utcnow() + timedelta(minutes=5),
-    )
-    done = Delivery.create(
-        id=new_id("dlv"), tenant=tenant, webhook=webhook, event=event, status="succeeded"
-    )
+    later = new_delivery(tenant, webhook, next_attempt_at=utcnow() + timedelta(minutes=5))
+    done = new_delivery(tenant, webhook, status="succeeded")
     assert deliveries.claim(later.id) is None and deliveries.claim(done.id) is None
     assert deliveries.attempt(delivery_id=later.id) is None
 
@@ -270,18 +257,10 @@ def test_claim_skips_deliveries_not_yet_due_or_settled(app, tenant):
 def test_sweeper_sends_due_deliveries_and_skips_leased_ones(app, tenant):
     with Receiver() as receiver:
         webhook = register(tenant, receiver.url)
-        event = Event.create(id=new_id("evt"), tenant=tenant, type="call.ended", data={})
         earlier = utcnow() - timedelta(minutes=2)
-        due = Delivery.create(
-            id=new_id("dlv"), tenant=tenant, webhook=webhook, event=event, created_at=earlier
-        )
-        leased = Delivery.create(
-            id=new_id("dlv"),
-            tenant=tenant,
-            webhook=webhook,
-            event=event,
-            created_at=earlier,
-            lease_until=utcnow() + timedelta(minutes=1),
+        due = new_delivery(tenant, webhook, created_at=earlier)
+        leased = new_delivery(
+            tenant, webhook, created_at=earlier, lease_until=utcnow() + timedelta(minutes=1)
         )
         assert deliveries.sweep() == 1
         assert [r.headers["X-Service-Delivery-Id"] for r in receiver.requests] == [due.id]
@@ -290,9 +269,7 @@ def test_sweeper_sends_due_deliveries_and_skips_leased_ones(app, tenant):
 
 
 def test_sweeper_leaves_a_fresh_delivery_to_its_queued_job(app, tenant):
-    webhook = register(tenant, "http://127.0.0.1:9/")
-    event = Event.create(id=new_id("evt"), tenant=tenant, type="call.ended", data={})
-    Delivery.create(id=new_id("dlv"), tenant=tenant, webhook=webhook, event=event)
+    new_delivery(tenant, register(tenant, "http://127.0.0.1:9/"))
     assert deliveries.sweep() == 0
     app.config["WEBHOOK_LEASE_SECONDS"] = 0
     assert deliveries.sweep() == 1
