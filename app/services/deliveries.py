@@ -11,7 +11,6 @@ import email.utils
 import hashlib
 import hmac
 import json
-import logging
 import random
 import time
 from datetime import UTC, datetime, timedelta
@@ -23,8 +22,6 @@ from app.db import database
 from app.errors import Conflict, NotFound
 from app.models import Delivery, DeliveryAttempt, Event, Tenant, Webhook
 from app.util import isoformat, utcnow
-
-log = logging.getLogger(__name__)
 
 # Svix's schedule: the delay after attempt 1, 2, … 7; 8 attempts in all, about 28 hours.
 RETRY_DELAYS = (5, 5 * 60, 30 * 60, 2 * 3600, 5 * 3600, 10 * 3600, 10 * 3600)
