@@ -1,13 +1,33 @@
-"""RQ worker: builds the app once and serves the queues functions (first), then webhooks."""
+"""RQ worker: builds the app once, serves the queues functions (first) then webhooks, and runs
+the delivery sweeper in a background thread every SWEEP_INTERVAL seconds."""
 
+import logging
 import sys
+import time
 
-from rq import Worker
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from rq import SimpleWorker
 
-from app import create_app
+from app import create_app, queue
 from app.queue import redis_connection
 
 QUEUES = ["functions", "webhooks"]
+
+log = logging.getLogger("worker")
+
+
+def wait_for_redis() -> None:
+    """Return once Redis answers; a worker started during an outage waits instead of exiting."""
+    delay = 0.5
+    while True:
+        try:
+            redis_connection().ping()
+            return
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            log.warning("Redis is not answering (%s); trying again in %.1fs", exc, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
 
 
 def main(argv: list[str]) -> None:
@@ -16,8 +36,17 @@ def main(argv: list[str]) -> None:
     with app.app_context():
         if not app.config.get("REDIS_URL"):
             sys.exit("worker.py needs REDIS_URL (without Redis, jobs run inline in the web app).")
-        worker = Worker(queues, connection=redis_connection())
-        worker.work(with_scheduler=False)
+        queue.start_sweeper(app)
+        while True:
+            wait_for_redis()
+            # Jobs run in this process rather than a fork per job: they are short, bounded by
+            # their HTTP timeouts, and forking beside the sweeper thread is unsafe.
+            worker = SimpleWorker(queues, connection=redis_connection())
+            try:
+                worker.work(with_scheduler=False)
+                return  # asked to stop
+            except (RedisConnectionError, RedisTimeoutError):
+                log.exception("lost Redis; starting over once it answers")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from typing import Any
 
 from flask import Flask, g
 
-from app import auth, db, errors, logs, metrics, ratelimit
+from app import auth, db, errors, logs, metrics, queue, ratelimit
 from app import config as default_config
 from app.extensions import api
 from app.util import new_id
@@ -26,6 +26,8 @@ def load_environment(config: dict[str, Any]) -> None:
             config[name] = raw.strip().lower() in TRUE_WORDS
         elif isinstance(default, int):
             config[name] = int(raw)
+        elif isinstance(default, float):
+            config[name] = float(raw)
         else:
             config[name] = raw or None
 
@@ -58,6 +60,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     ratelimit.init_app(app)
     api.init_app(app)
     errors.init_app(app)
+    queue.init_app(app)
 
     from app.resources import register_blueprints
 

@@ -1,4 +1,6 @@
-"""Admin CLI: flask tenants / keys / numbers / credits / db / demo. Thin wrappers over services."""
+"""Admin CLI: flask tenants / keys / numbers / credits / db / deliveries / demo.
+
+Thin wrappers over services."""
 
 from collections.abc import Callable
 from functools import wraps
@@ -14,6 +16,7 @@ from app.models import Event
 from app.services import agents as agent_service
 from app.services import billing, maintenance
 from app.services import calls as call_service
+from app.services import deliveries as delivery_service
 from app.services import keys as key_service
 from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
@@ -26,6 +29,7 @@ credits_cli = AppGroup("credits", help="Grant credit minutes.")
 db_cli = AppGroup("db", help="Database schema and backups.")
 maintenance_cli = AppGroup("maintenance", help="Housekeeping of old data.")
 calls_cli = AppGroup("calls", help="Drive calls by hand, as the voice runtime would.")
+deliveries_cli = AppGroup("deliveries", help="Inspect, sweep and retry webhook deliveries.")
 
 
 def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -237,6 +241,46 @@ def calls_simulate(did: str, caller: str, seconds: int, transcript: str | None) 
             click.echo(f"  {event.type} {event.id}")
 
 
+@deliveries_cli.command("sweep")
+def deliveries_sweep() -> None:
+    """Enqueue every due delivery that no job holds (the worker does this every few seconds)."""
+    count = delivery_service.sweep()
+    click.echo(f"Enqueued {count} due deliveries.")
+
+
+@deliveries_cli.command("list")
+@click.option("--tenant", "tenant_ref", help="Only this tenant's deliveries (id or name).")
+@click.option("--status", type=click.Choice(delivery_service.STATUSES), help="Only this status.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@user_errors
+def deliveries_list(tenant_ref: str | None, status: str | None, limit: int) -> None:
+    """List deliveries, newest first."""
+    tenant = tenant_service.find_tenant(tenant_ref) if tenant_ref else None
+    page = delivery_service.list_deliveries(tenant=tenant, status=status, limit=limit)
+    for delivery in page.items:
+        due = (
+            f"  next {isoformat(delivery.next_attempt_at)}" if delivery.status == "pending" else ""
+        )
+        click.echo(
+            f"{delivery.id}  {delivery.event.type}  {delivery.status}  "
+            f"attempts={delivery.attempts}  last={delivery.last_status_code or '-'}  "
+            f"webhook={delivery.webhook_id}  tenant={delivery.tenant_id}  "
+            f"created {isoformat(delivery.created_at)}{due}"
+            + (f"  error: {delivery.last_error}" if delivery.last_error else "")
+        )
+    click.echo(f"{len(page.items)} of {page.total} deliveries.")
+
+
+@deliveries_cli.command("retry")
+@click.argument("delivery_id")
+@user_errors
+def deliveries_retry(delivery_id: str) -> None:
+    """Send a delivery again now, whatever its status."""
+    delivery = delivery_service.retry(tenant=None, delivery_id=delivery_id)
+    status = delivery_service.get_delivery(tenant=None, delivery_id=delivery.id).status
+    click.echo(f"Sent {delivery.id} for another attempt; it is now {status}.")
+
+
 DEMO_TENANT = "demo"
 DEMO_NUMBER = "+6221555010"
 
@@ -287,6 +331,7 @@ def init_app(app: Flask) -> None:
         db_cli,
         maintenance_cli,
         calls_cli,
+        deliveries_cli,
     ):
         app.cli.add_command(group)
     app.cli.add_command(demo)

@@ -31,6 +31,19 @@ METRICS_TOKEN = None
 LOG_FORMAT = "json"
 LOG_LEVEL = "INFO"
 
+# Webhook delivery: seconds to connect and to receive the answer (a 2xx within this is a
+# success), and how long a job holds a delivery before another may take it over.
+WEBHOOK_CONNECT_TIMEOUT = 3.0
+WEBHOOK_TIMEOUT = 10.0
+WEBHOOK_LEASE_SECONDS = 60
+
+# Multiplies every retry delay (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h). Tests shrink it.
+WEBHOOK_RETRY_SCALE = 1.0
+
+# Seconds between two runs of the sweeper that enqueues due deliveries (in worker.py, and in
+# the web process in inline mode).
+SWEEP_INTERVAL = 5.0
+
 # Flask's secret key (not used for API keys, which are stored hashed).
 SECRET_KEY = "change-me"
 

@@ -1,6 +1,8 @@
 """Database binding: one DatabaseProxy, SQLite or PostgreSQL from DATABASE_URL, migrations."""
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +108,16 @@ def init_app(app: Flask) -> None:
     database.initialize(make_database(url))
     app.before_request(_connect)
     app.teardown_appcontext(_close)
+
+
+@contextmanager
+def connection() -> Iterator[None]:
+    """A connection for work outside a request (jobs, threads); closed after if opened here."""
+    if not database.is_closed():
+        yield
+        return
+    database.connect()
+    try:
+        yield
+    finally:
+        database.close()

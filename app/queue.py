@@ -3,20 +3,29 @@
 Work that a transaction causes (a webhook delivery, say) is deferred with defer() and
 enqueued only after that transaction commits, so a job never sees uncommitted rows and a
 rolled-back change sends nothing. The database row stays the truth; a lost enqueue is
-picked up again by the delivery sweeper.
+picked up again by the delivery sweeper, which worker.py runs every SWEEP_INTERVAL seconds.
+
+Inline mode (no Redis): jobs run in the process that enqueues them. A webhooks job enqueued
+during an HTTP request goes to one background thread of the web process, so the response
+never waits on a slow receiver; that thread also runs the sweeper, which is how retries
+happen. Everything else (functions jobs, whose caller waits for the result anyway, and jobs
+enqueued by the CLI or by the sweeper itself) runs at once in the calling thread.
 """
 
 import logging
+import queue as stdlib_queue
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from importlib import import_module
 from typing import Any
 
-from flask import current_app
+from flask import Flask, current_app, has_request_context
 from redis import Redis
 
-from app.db import database
+from app.db import connection, database
 
 log = logging.getLogger(__name__)
 
@@ -68,16 +77,153 @@ def resolve(func_path: str) -> Any:
     return getattr(import_module(module), name)
 
 
-def enqueue(queue_name: str, func_path: str, *args: Any) -> None:
-    """Send a job to its RQ queue, or run it now in inline mode. Never raises for Redis."""
+BACKGROUND_QUEUES = ("webhooks",)  # inline mode: nobody waits for these jobs' results
+SWEEP_JOB = "app.services.deliveries.sweep"
+
+
+def enqueue(
+    queue_name: str, func_path: str, *args: Any, once_key: str | None = None, once_ttl: int = 60
+) -> bool:
+    """Send a job to its RQ queue, or run it in inline mode; False when Redis is unreachable.
+
+    once_key: skip the job when one with the same key was enqueued in the last once_ttl
+    seconds (the sweeper uses it so a backlog is not enqueued again on every sweep).
+    """
     if current_app.config["QUEUE_MODE"] == "inline":
-        resolve(func_path)(*args)
-        return
+        if queue_name in BACKGROUND_QUEUES and has_request_context():
+            inline_worker(current_app).submit(func_path, args)
+        else:
+            resolve(func_path)(*args)
+        return True
     from rq import Queue
 
     try:
-        Queue(queue_name, connection=redis_connection()).enqueue(func_path, *args)
+        client = redis_connection()
+        if once_key is not None:
+            if not client.set("voiceagent:enqueued:" + once_key, 1, nx=True, ex=once_ttl):
+                return True
+        Queue(queue_name, connection=client).enqueue(func_path, *args)
     except Exception:  # Redis down: the sweeper enqueues it again from the database row
         log.warning(
             "could not enqueue %s%s on %s; the sweeper will retry", func_path, args, queue_name
         )
+        return False
+    return True
+
+
+def sweep_once() -> None:
+    """Run the sweeper once in its own connection; log, never raise (it runs in loops)."""
+    try:
+        with connection():
+            resolve(SWEEP_JOB)()
+    except Exception:
+        log.exception("sweep failed; trying again in %ss", current_app.config["SWEEP_INTERVAL"])
+
+
+def start_sweeper(app: Flask) -> threading.Thread:
+    """A daemon thread that sweeps every SWEEP_INTERVAL seconds for the life of the process."""
+
+    def loop() -> None:
+        with app.app_context():
+            while True:
+                sweep_once()
+                time.sleep(app.config["SWEEP_INTERVAL"])
+
+    thread = threading.Thread(target=loop, name="delivery-sweeper", daemon=True)
+    thread.start()
+    return thread
+
+
+_start_lock = threading.Lock()
+
+
+class InlineWorker:
+    """Inline mode's background thread: runs submitted jobs in order, and sweeps when due."""
+
+    def __init__(self, app: Flask) -> None:
+        self.app = app
+        self.jobs: stdlib_queue.Queue[tuple[str, tuple[Any, ...]] | None] = stdlib_queue.Queue()
+        self.queued: set[tuple[str, tuple[Any, ...]]] = set()
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.run, name="inline-jobs", daemon=True)
+        self.thread.start()
+
+    def submit(self, func_path: str, args: tuple[Any, ...]) -> None:
+        with self.lock:
+            if (func_path, args) in self.queued:
+                return
+            self.queued.add((func_path, args))
+        self.jobs.put((func_path, args))
+
+    def run(self) -> None:
+        interval = self.app.config["SWEEP_INTERVAL"]
+        next_sweep = time.monotonic() + interval
+        with self.app.app_context():
+            while not self.stopping.is_set():
+                wait = max(0.0, min(interval, next_sweep - time.monotonic()))
+                try:
+                    job = self.jobs.get(timeout=wait)
+                except stdlib_queue.Empty:
+                    job = ()  # type: ignore[assignment]
+                if job is None:  # stop() woke us
+                    self.jobs.task_done()
+                    break
+                if job:
+                    self._run_job(*job)
+                if time.monotonic() >= next_sweep and not self.stopping.is_set():
+                    sweep_once()
+                    next_sweep = time.monotonic() + interval
+
+    def _run_job(self, func_path: str, args: tuple[Any, ...]) -> None:
+        with self.lock:
+            self.queued.discard((func_path, args))
+        try:
+            with connection():
+                resolve(func_path)(*args)
+        except Exception:
+            log.exception("inline job %s%s failed", func_path, args)
+        finally:
+            self.jobs.task_done()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until every submitted job has run; False on timeout."""
+        deadline = time.monotonic() + timeout
+        while self.jobs.unfinished_tasks:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Finish the job in hand, drop the rest (the sweeper finds them again), and stop."""
+        self.stopping.set()
+        self.jobs.put(None)  # wakes the thread if it is waiting for work
+        self.thread.join(timeout)
+
+
+def inline_worker(app: Flask) -> InlineWorker:
+    """The app's inline background thread, started on first use."""
+    with _start_lock:
+        worker = app.extensions.get("inline_worker")
+        if worker is None:
+            worker = app.extensions["inline_worker"] = InlineWorker(app)
+    return worker
+
+
+def shutdown(app: Flask) -> None:
+    """Stop the inline background thread, if it was started."""
+    worker = app.extensions.pop("inline_worker", None)
+    if worker is not None:
+        worker.stop()
+
+
+def _start_inline_worker() -> None:
+    inline_worker(current_app._get_current_object())  # type: ignore[attr-defined]
+
+
+def init_app(app: Flask) -> None:
+    if app.config["QUEUE_MODE"] == "inline":
+        # Started with the first request, so retries left from before a restart are sent
+        # without waiting for a new event.
+        app.before_request(_start_inline_worker)

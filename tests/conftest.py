@@ -8,7 +8,7 @@ import pytest
 from playhouse.db_url import connect
 from redis import Redis
 
-from app import create_app, db
+from app import create_app, db, queue
 from app.models import ALL_MODELS
 from app.services import keys as key_service
 from app.services import tenants as tenant_service
@@ -86,6 +86,7 @@ def app(app_config):
     app = create_app(app_config)
     with app.app_context():
         yield app
+        queue.shutdown(app)
         db.close_all()
 
 

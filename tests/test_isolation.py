@@ -4,11 +4,30 @@ import re
 
 import pytest
 
-from app.models import ALL_MODELS
+from app.models import ALL_MODELS, Delivery, Event
 from app.services import billing
 from app.services import calls as call_service
 from app.services import functions as function_service
 from app.services import phone_numbers as number_service
+from app.services import webhooks as webhook_service
+from app.util import new_id
+
+
+def make_webhook(ctx):
+    return webhook_service.create_webhook(
+        tenant=ctx["tenant"],
+        url="https://hooks.example.com/in",
+        events=["call.ended"],
+        secret="s" * 16,
+    )
+
+
+def make_delivery(ctx):
+    event = Event.create(id=new_id("evt"), tenant=ctx["tenant"], type="call.ended", data={})
+    return Delivery.create(
+        id=new_id("dlv"), tenant=ctx["tenant"], webhook=make_webhook(ctx), event=event
+    )
+
 
 FUNCTION = {
     "name": "lookup_order",
@@ -39,6 +58,8 @@ FACTORIES = {
         ).name
     ),
     "call_id": make_call,
+    "webhook_id": lambda ctx: make_webhook(ctx).id,
+    "delivery_id": lambda ctx: make_delivery(ctx).id,
 }
 
 BODIES = {"assign-agent": {"agentId": None}, "functions": {**FUNCTION, "name": "other"}}
@@ -80,9 +101,10 @@ def test_other_tenant_gets_404_and_changes_nothing(app, client, tenant, agent_id
     assert checked >= 4
 
 
-@pytest.mark.parametrize("path", ["/api/v1/agents", "/api/v1/phone-numbers"])
-def test_lists_show_only_own_records(client, headers, other_headers, agent_id, path):
+@pytest.mark.parametrize("path", ["/api/v1/agents", "/api/v1/phone-numbers", "/api/v1/webhooks"])
+def test_lists_show_only_own_records(client, tenant, headers, other_headers, agent_id, path):
     client.post("/api/v1/agents", json={"name": "B", "systemPrompt": "x"}, headers=other_headers)
+    make_webhook({"tenant": tenant})
     [own] = client.get(path, headers=headers).json.values()
     [other] = client.get(path, headers=other_headers).json.values()
     assert {item["id"] for item in own}.isdisjoint(item["id"] for item in other)

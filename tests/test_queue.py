@@ -4,6 +4,7 @@ import pytest
 
 from app import queue
 from app.models import Tenant
+from tests.receiver import Answer, Receiver
 
 RAN: list[tuple[str, bool]] = []
 
@@ -46,3 +47,19 @@ def test_nested_transaction_defers_to_the_outermost(app):
 def test_defer_outside_transaction_is_a_bug(app):
     with pytest.raises(RuntimeError):
         queue.defer("webhooks", "tests.test_queue.record_job", "x")
+
+
+def test_inline_mode_retries_from_the_in_process_sweeper(app, client, headers):
+    """Without Redis, a failed delivery is retried by the web process's background thread."""
+    app.config.update(SWEEP_INTERVAL=0.1, WEBHOOK_RETRY_SCALE=0.001)
+    answers = iter([Answer(500), Answer(200)])
+    with Receiver(lambda request: next(answers)) as receiver:
+        webhook = client.post(
+            "/api/v1/webhooks",
+            json={"url": receiver.url, "events": ["call.ended"], "secret": "inline-secret-1234"},
+            headers=headers,
+        ).json
+        client.post(f"/api/v1/webhooks/{webhook['id']}/test", headers=headers)
+        first, second = receiver.wait_for(2)
+    assert first.headers["X-Service-Event-Id"] == second.headers["X-Service-Event-Id"]
+    assert second.headers["X-Service-Attempt"] == "2"

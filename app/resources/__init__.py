@@ -11,9 +11,17 @@ from app.resources.calls.routes import blp as calls_blp
 from app.resources.credits.routes import blp as credits_blp
 from app.resources.functions.routes import blp as functions_blp
 from app.resources.phone_numbers.routes import blp as phone_numbers_blp
+from app.resources.webhooks.routes import blp as webhooks_blp
 from app.runtime.routes import blp as runtime_blp
 
-TENANT_BLUEPRINTS = [agents_blp, phone_numbers_blp, functions_blp, calls_blp, credits_blp]
+TENANT_BLUEPRINTS = [
+    agents_blp,
+    phone_numbers_blp,
+    functions_blp,
+    calls_blp,
+    credits_blp,
+    webhooks_blp,
+]
 RUNTIME_BLUEPRINTS: list = [runtime_blp]
 
 BODY_ERRORS = ("BAD_REQUEST", "REQUEST_ENTITY_TOO_LARGE", "UNSUPPORTED_MEDIA_TYPE")

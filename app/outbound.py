@@ -1,0 +1,435 @@
+"""Outgoing HTTP to tenant URLs: SSRF guard on the connected address, timeouts, capped reads.
+
+Webhook deliveries and function calls both go through send(). The guard works where the
+socket is opened: the host is resolved, every address is vetted, and the connection is made
+to a vetted address, so a DNS answer that changes between a check and the connect cannot
+reach an internal host. TLS still verifies the certificate and sends SNI for the host name.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cache
+from importlib import metadata
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3 import HTTPConnectionPool, HTTPSConnectionPool, PoolManager
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+
+MAX_URL_LENGTH = 2048
+MAX_RESPONSE_BYTES = 64 * 1024
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Resolver = Callable[[str, int], list[str]]
+
+# Named explicitly rather than trusting ipaddress.is_private alone, whose tables differ
+# between Python patch releases.
+BLOCKED_NETWORKS = tuple(
+    ipaddress.ip_network(network)
+    for network in (
+        "0.0.0.0/8",  # "this network", includes the unspecified address
+        "10.0.0.0/8",  # RFC 1918
+        "100.64.0.0/10",  # carrier-grade NAT, often routes to internal workloads
+        "127.0.0.0/8",  # loopback
+        "169.254.0.0/16",  # link-local, includes the cloud metadata 169.254.169.254
+        "172.16.0.0/12",  # RFC 1918
+        "192.0.0.0/24",  # IETF protocol assignments
+        "192.0.2.0/24",  # documentation
+        "192.88.99.0/24",  # 6to4 relay anycast
+        "192.168.0.0/16",  # RFC 1918
+        "198.18.0.0/15",  # benchmarking
+        "198.51.100.0/24",  # documentation
+        "203.0.113.0/24",  # documentation
+        "224.0.0.0/4",  # multicast
+        "240.0.0.0/4",  # reserved, includes broadcast
+        "::/128",  # unspecified
+        "::1/128",  # loopback
+        "64:ff9b:1::/48",  # local-use NAT64
+        "100::/64",  # discard-only
+        "2001::/23",  # IETF protocol assignments, includes Teredo 2001::/32
+        "2001:db8::/32",  # documentation
+        "fc00::/7",  # unique local addresses
+        "fe80::/10",  # link-local
+        "fec0::/10",  # deprecated site-local
+        "ff00::/8",  # multicast
+    )
+)
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+class OutboundError(Exception):
+    """Base of every error of an outgoing request."""
+
+
+class UnsafeURL(OutboundError):
+    """The URL is not allowed: scheme, user info, length, or a blocked host."""
+
+
+class BlockedAddress(UnsafeURL):
+    """The host is, or resolves to, a private, loopback, link-local or reserved address."""
+
+
+class OutboundTimeout(OutboundError):
+    """The receiver did not connect or answer in time."""
+
+
+class OutboundConnectionError(OutboundError):
+    """The receiver could not be resolved or reached, or TLS failed."""
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses a 6to4, Teredo or NAT64 address leads to."""
+    found = []
+    if address.sixtofour is not None:
+        found.append(address.sixtofour)
+    if address.teredo is not None:
+        found.extend(address.teredo)
+    if address in NAT64:
+        found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    return found
+
+
+def is_blocked(address: IPAddress) -> bool:
+    """True for any address that is not plainly public and unicast."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None or address in IPV4_COMPATIBLE:
+            return True  # IPv4 written as IPv6: no public receiver is reached this way
+        if any(is_blocked(inner) for inner in embedded_ipv4(address)):
+            return True
+    flags = (
+        address.is_private,
+        address.is_loopback,
+        address.is_link_local,
+        address.is_multicast,
+        address.is_reserved,
+        address.is_unspecified,
+    )
+    return any(flags) or any(address in network for network in BLOCKED_NETWORKS)
+
+
+def is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def resolve(host: str, port: int) -> list[str]:
+    """Every address the system resolver gives for host (IPv4 and IPv6)."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(
+        dict.fromkeys(
+            str(info[4][0]) for info in infos if info[0] in (socket.AF_INET, socket.AF_INET6)
+        )
+    )
+
+
+@dataclass(frozen=True)
+class AddressGuard:
+    """Resolves a host and refuses it when any of its addresses is blocked."""
+
+    allow_private: bool = False
+    resolver: Resolver = resolve
+
+    def vet(self, host: str, addresses: Iterable[str]) -> None:
+        if self.allow_private:
+            return
+        for address in addresses:
+            if is_blocked(ipaddress.ip_address(address)):
+                raise BlockedAddress(
+                    f"{host} is or resolves to {address}, a private or reserved address."
+                )
+
+    def addresses(self, host: str, port: int) -> list[str]:
+        """The vetted addresses of host; raises BlockedAddress or socket.gaierror."""
+        host = host.strip("[]")
+        found = [host] if is_ip_literal(host) else self.resolver(host, port)
+        if not found:
+            raise socket.gaierror(f"{host} has no address")
+        self.vet(host, found)
+        return found
+
+
+def check_url(url: str, *, allow_private: bool, resolve_host: bool = True) -> None:
+    """Raise UnsafeURL unless url may receive requests (also used when it is registered).
+
+    https only (http too when private URLs are allowed), no user info, at most 2,048
+    characters, and a host that is not and does not resolve to a blocked address. A host that
+    does not resolve at all is accepted here: delivery checks it again on every attempt.
+    """
+    if len(url) > MAX_URL_LENGTH:
+        raise UnsafeURL(f"The URL is longer than {MAX_URL_LENGTH} characters.")
+    if any(char.isspace() or ord(char) < 32 for char in url):
+        raise UnsafeURL("The URL must not contain spaces or control characters.")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise UnsafeURL(f"The URL is not valid: {exc}.") from None
+    schemes = ("http", "https") if allow_private else ("https",)
+    if parts.scheme.lower() not in schemes:
+        raise UnsafeURL("The URL must start with " + " or ".join(f"{s}://" for s in schemes) + ".")
+    if "@" in parts.netloc:
+        raise UnsafeURL("The URL must not contain a user name or password.")
+    if not parts.hostname:
+        raise UnsafeURL("The URL has no host.")
+    if allow_private:
+        return
+    if is_ip_literal(parts.hostname):
+        AddressGuard().vet(parts.hostname, [parts.hostname])
+    elif resolve_host:
+        try:
+            addresses = resolve(parts.hostname, port or 443)
+        except (OSError, UnicodeError):
+            return
+        AddressGuard().vet(parts.hostname, addresses)
+
+
+class _GuardedConnectionMixin:
+    """Opens the socket to a vetted address of the host (urllib3's hook for making sockets)."""
+
+    guard: AddressGuard
+    _dns_host: str
+    port: int
+    timeout: Any
+    source_address: Any
+    socket_options: Any
+    host: str
+
+    def _new_conn(self) -> socket.socket:
+        try:
+            addresses = self.guard.addresses(self._dns_host, self.port)
+        except socket.gaierror as exc:
+            raise NameResolutionError(self.host, self, exc) from exc  # type: ignore[arg-type]
+        last_error: OSError | None = None
+        for address in addresses:
+            try:
+                return self._connect_to(address)
+            except TimeoutError as exc:
+                raise ConnectTimeoutError(
+                    self, f"Connection to {self.host} timed out. (connect timeout={self.timeout})"
+                ) from exc
+            except OSError as exc:
+                last_error = exc
+        raise NewConnectionError(
+            self,  # type: ignore[arg-type]
+            f"Failed to establish a new connection: {last_error}",
+        ) from last_error
+
+    def _connect_to(self, address: str) -> socket.socket:
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            for option in self.socket_options or ():
+                sock.setsockopt(*option)
+            if isinstance(self.timeout, int | float):
+                sock.settimeout(self.timeout)
+            if self.source_address:
+                sock.bind(self.source_address)
+            sock.connect((address, self.port))
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+
+class _GuardedHTTPConnection(_GuardedConnectionMixin, HTTPConnection):
+    pass
+
+
+class _GuardedHTTPSConnection(_GuardedConnectionMixin, HTTPSConnection):
+    pass
+
+
+class _GuardedPoolMixin:
+    """Hands the pool's guard to each connection it makes."""
+
+    guard: AddressGuard
+
+    def _new_conn(self):  # type: ignore[no-untyped-def]
+        conn = super()._new_conn()  # type: ignore[misc]
+        conn.guard = self.guard
+        return conn
+
+
+class _GuardedHTTPConnectionPool(_GuardedPoolMixin, HTTPConnectionPool):
+    ConnectionCls = _GuardedHTTPConnection
+
+
+class _GuardedHTTPSConnectionPool(_GuardedPoolMixin, HTTPSConnectionPool):
+    ConnectionCls = _GuardedHTTPSConnection
+
+
+class _GuardedPoolManager(PoolManager):
+    def __init__(self, guard: AddressGuard, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.guard = guard
+        self.pool_classes_by_scheme = {
+            "http": _GuardedHTTPConnectionPool,
+            "https": _GuardedHTTPSConnectionPool,
+        }
+
+    def _new_pool(self, scheme, host, port, request_context=None):  # type: ignore[no-untyped-def]
+        pool = super()._new_pool(scheme, host, port, request_context)
+        pool.guard = self.guard
+        return pool
+
+
+class GuardedAdapter(HTTPAdapter):
+    """A requests adapter whose connections go only to addresses the guard accepts."""
+
+    def __init__(self, guard: AddressGuard) -> None:
+        self.guard = guard
+        super().__init__(max_retries=0, pool_maxsize=20)
+
+    def init_poolmanager(self, connections, maxsize, block=False, **pool_kwargs):  # type: ignore[no-untyped-def]
+        self._pool_connections = connections
+        self._pool_maxsize = maxsize
+        self._pool_block = block
+        self.poolmanager = _GuardedPoolManager(
+            self.guard, num_pools=connections, maxsize=maxsize, block=block, **pool_kwargs
+        )
+
+    def proxy_manager_for(self, proxy, **proxy_kwargs):  # type: ignore[no-untyped-def]
+        raise OutboundError("Outgoing requests never use a proxy.")
+
+
+@dataclass
+class Response:
+    """What came back: status, headers, the first 64 KiB of the body, and how long it took."""
+
+    status_code: int
+    headers: dict[str, str]
+    body: bytes
+    duration_ms: int
+    truncated: bool
+
+    def text(self, limit: int | None = None) -> str:
+        return self.body[:limit].decode("utf-8", errors="replace")
+
+
+def user_agent() -> str:
+    try:
+        version = metadata.version("voice-agent-api")
+    except metadata.PackageNotFoundError:
+        version = "0"
+    return f"VoiceAgentAPI/{version}"
+
+
+class Sender:
+    """One requests Session with the guard mounted, no proxies from the environment."""
+
+    def __init__(self, *, allow_private: bool, resolver: Resolver = resolve, verify: Any = True):
+        self.allow_private = allow_private
+        self.guard = AddressGuard(allow_private=allow_private, resolver=resolver)
+        self.session = requests.Session()
+        self.session.trust_env = False  # HTTP(S)_PROXY, NO_PROXY and .netrc are ignored
+        self.session.verify = verify
+        self.session.headers["User-Agent"] = user_agent()
+        adapter = GuardedAdapter(self.guard)
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
+
+    def send(
+        self,
+        method: str,
+        url: str,
+        *,
+        timeout: tuple[float, float],
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        params: dict[str, str] | None = None,
+    ) -> Response:
+        """Send one request; any HTTP status is a Response, anything else an OutboundError.
+
+        The read timeout also bounds the whole answer: a receiver that trickles bytes is cut
+        off once it has taken that long.
+        """
+        check_url(url, allow_private=self.allow_private, resolve_host=False)
+        started = time.monotonic()
+        deadline = started + timeout[0] + timeout[1]
+        try:
+            response = self.session.request(
+                method,
+                url,
+                data=body,
+                headers=headers,
+                params=params,
+                timeout=timeout,
+                allow_redirects=False,
+                stream=True,
+            )
+            try:
+                content, truncated = _read_capped(response, deadline)
+            finally:
+                response.close()
+        except OutboundError:
+            raise
+        except requests.Timeout as exc:
+            raise OutboundTimeout(_describe(exc, "The receiver did not answer in time.")) from exc
+        except (requests.RequestException, OSError) as exc:
+            if "timed out" in str(exc).lower():
+                raise OutboundTimeout("The receiver did not answer in time.") from exc
+            raise OutboundConnectionError(_describe(exc, "The receiver is unreachable.")) from exc
+        return Response(
+            status_code=response.status_code,
+            headers=dict(response.headers),
+            body=content,
+            duration_ms=int((time.monotonic() - started) * 1000),
+            truncated=truncated,
+        )
+
+
+def _read_capped(response: requests.Response, deadline: float) -> tuple[bytes, bool]:
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_content(chunk_size=8192):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size >= MAX_RESPONSE_BYTES:
+            return b"".join(chunks)[:MAX_RESPONSE_BYTES], True
+        if time.monotonic() > deadline:
+            raise OutboundTimeout("The receiver took too long to send its answer.")
+    return b"".join(chunks), False
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost error under requests' and urllib3's wrappers."""
+    while True:
+        inner = getattr(exc, "reason", None)  # urllib3's MaxRetryError
+        if not isinstance(inner, BaseException) and exc.args:
+            inner = exc.args[0]  # requests wraps urllib3's error as its first argument
+        if not isinstance(inner, BaseException):
+            inner = exc.__cause__
+        if not isinstance(inner, BaseException) or inner is exc:
+            return exc
+        exc = inner
+
+
+def _describe(exc: Exception, fallback: str) -> str:
+    """A short reason for the delivery log, without urllib3's object reprs."""
+    reason = _root_cause(exc)
+    text = str(reason).strip()
+    if "ssl" in type(reason).__name__.lower() or "certificate" in text.lower():
+        return "TLS failed: " + text[:200]
+    if isinstance(reason, socket.gaierror | NameResolutionError):
+        return "The host name could not be resolved."
+    if isinstance(reason, ConnectionRefusedError):
+        return "The connection was refused."
+    return (text[:200] or fallback) if not text.startswith("<") else fallback
+
+
+@cache
+def sender(allow_private: bool) -> Sender:
+    """The process's sender for a policy (one Session per process)."""
+    return Sender(allow_private=allow_private)

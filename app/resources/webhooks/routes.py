@@ -1,0 +1,87 @@
+"""Webhooks and their delivery log: /api/v1/webhooks."""
+
+from flask.views import MethodView
+
+from app.auth import current_tenant
+from app.resources.common import TenantBlueprint
+from app.resources.webhooks.schemas import (
+    DeliveryListSchema,
+    DeliveryQueryArgsSchema,
+    DeliverySchema,
+    WebhookCreateSchema,
+    WebhookListSchema,
+    WebhookSchema,
+    WebhookUpdateSchema,
+)
+from app.services import deliveries as delivery_service
+from app.services import webhooks as webhook_service
+
+blp = TenantBlueprint(
+    "webhooks",
+    __name__,
+    url_prefix="/api/v1/webhooks",
+    description="Signed event deliveries to the tenant's URLs, with their delivery log.",
+)
+
+
+@blp.route("")
+class Webhooks(MethodView):
+    @blp.response(200, WebhookListSchema)
+    def get(self):
+        """List webhooks"""
+        return {"webhooks": webhook_service.list_webhooks(tenant=current_tenant())}
+
+    @blp.arguments(WebhookCreateSchema)
+    @blp.response(201, WebhookSchema)
+    def post(self, fields):
+        """Register a webhook"""
+        return webhook_service.create_webhook(tenant=current_tenant(), **fields)
+
+
+@blp.route("/<webhook_id>")
+class WebhooksById(MethodView):
+    @blp.response(200, WebhookSchema)
+    def get(self, webhook_id):
+        """Get a webhook"""
+        return webhook_service.get_webhook(tenant=current_tenant(), webhook_id=webhook_id)
+
+    @blp.arguments(WebhookUpdateSchema(partial=True))
+    @blp.response(200, WebhookSchema)
+    def patch(self, fields, webhook_id):
+        """Update a webhook"""
+        return webhook_service.update_webhook(
+            tenant=current_tenant(), webhook_id=webhook_id, **fields
+        )
+
+    @blp.response(204)
+    def delete(self, webhook_id):
+        """Delete a webhook and its delivery log"""
+        webhook_service.delete_webhook(tenant=current_tenant(), webhook_id=webhook_id)
+
+
+@blp.route("/<webhook_id>/deliveries")
+class WebhookDeliveries(MethodView):
+    @blp.arguments(DeliveryQueryArgsSchema, location="query")
+    @blp.response(200, DeliveryListSchema)
+    def get(self, args, webhook_id):
+        """List a webhook's deliveries, newest first, with every attempt"""
+        webhook = webhook_service.get_webhook(tenant=current_tenant(), webhook_id=webhook_id)
+        page = delivery_service.list_deliveries(webhook=webhook, **args)
+        return {"deliveries": page.items, "pagination": page}
+
+
+@blp.route("/<webhook_id>/test")
+class WebhookTest(MethodView):
+    @blp.response(202, DeliverySchema)
+    def post(self, webhook_id):
+        """Send a signed webhook.test event to this webhook only"""
+        return webhook_service.send_test(tenant=current_tenant(), webhook_id=webhook_id)
+
+
+@blp.route("/deliveries/<delivery_id>/retry")
+class DeliveryRetry(MethodView):
+    @blp.response(202, DeliverySchema)
+    def post(self, delivery_id):
+        """Send a delivery again now"""
+        delivery = delivery_service.retry(tenant=current_tenant(), delivery_id=delivery_id)
+        return delivery_service.with_attempts([delivery])[0]

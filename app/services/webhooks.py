@@ -1,0 +1,86 @@
+"""Webhooks: a tenant's receiver URLs, the events each subscribes to, and test events."""
+
+from typing import Any
+
+from flask import current_app
+
+from app import outbound, queue
+from app.errors import Conflict, NotFound, ValidationFailed
+from app.models import Delivery, Event, Tenant, Webhook
+from app.services import deliveries
+from app.util import new_id, utcnow
+
+TEST_EVENT = "webhook.test"
+
+
+def check_url(url: str) -> None:
+    """ValidationFailed unless url may receive deliveries (DESIGN.md section 4's rules)."""
+    try:
+        outbound.check_url(url, allow_private=bool(current_app.config["ALLOW_PRIVATE_URLS"]))
+    except outbound.UnsafeURL as exc:
+        raise ValidationFailed("Invalid value for url.", details={"url": [str(exc)]}) from None
+
+
+def list_webhooks(*, tenant: Tenant) -> list[Webhook]:
+    return list(
+        Webhook.select().where(Webhook.tenant == tenant).order_by(Webhook.created_at, Webhook.id)
+    )
+
+
+def get_webhook(*, tenant: Tenant, webhook_id: str) -> Webhook:
+    """The tenant's webhook, or NotFound (also for another tenant's)."""
+    webhook = Webhook.get_or_none((Webhook.id == webhook_id) & (Webhook.tenant == tenant))
+    if webhook is None:
+        raise NotFound(f"Webhook {webhook_id} not found.")
+    return webhook
+
+
+def create_webhook(*, tenant: Tenant, url: str, events: list[str], secret: str) -> Webhook:
+    check_url(url)
+    with queue.transaction():
+        return Webhook.create(id=new_id("wh"), tenant=tenant, url=url, events=events, secret=secret)
+
+
+def update_webhook(*, tenant: Tenant, webhook_id: str, **fields: Any) -> Webhook:
+    """Change url, events, secret or isActive; re-enabling clears the reason and failure clock."""
+    if "url" in fields:
+        check_url(fields["url"])
+    with queue.transaction():
+        webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
+        enable = fields.pop("is_active", None)
+        for name, value in fields.items():
+            setattr(webhook, name, value)
+        if enable is True and not webhook.is_active:
+            webhook.is_active = True
+            webhook.disabled_reason = None
+            webhook.failing_since = None
+        webhook.updated_at = utcnow()
+        webhook.save()
+        if enable is False and webhook.is_active:
+            deliveries.disable(webhook, reason=None)
+    return webhook
+
+
+def delete_webhook(*, tenant: Tenant, webhook_id: str) -> None:
+    """Delete a webhook with its deliveries and their log."""
+    with queue.transaction():
+        webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
+        webhook.delete_instance(recursive=True)
+
+
+def send_test(*, tenant: Tenant, webhook_id: str) -> Delivery:
+    """A signed webhook.test event for this webhook only, delivered like any other."""
+    with queue.transaction():
+        webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
+        if not webhook.is_active:
+            raise Conflict("The webhook is disabled: enable it before sending a test event.")
+        event = Event.create(
+            id=new_id("evt"),
+            tenant=tenant,
+            type=TEST_EVENT,
+            data={"webhookId": webhook.id, "message": "A test event from the Voice Agent API."},
+        )
+        delivery = Delivery.create(id=new_id("dlv"), tenant=tenant, webhook=webhook, event=event)
+        queue.defer("webhooks", "app.jobs.deliver_webhook", delivery.id)
+    delivery.event = event
+    return deliveries.with_attempts([delivery])[0]

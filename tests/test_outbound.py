@@ -1,0 +1,272 @@
+"""The outbound sender: SSRF guard on the connected address, no redirects or proxies, caps."""
+
+import ipaddress
+import socket
+import ssl
+import subprocess
+import threading
+
+import pytest
+
+from app import outbound
+from tests.receiver import Answer, Receiver
+
+BLOCKED = [
+    "127.0.0.1",
+    "127.8.9.10",
+    "10.0.0.1",
+    "172.16.5.4",
+    "192.168.1.1",
+    "100.64.0.1",
+    "169.254.169.254",
+    "0.0.0.0",
+    "224.0.0.1",
+    "240.0.0.1",
+    "255.255.255.255",
+    "::",
+    "::1",
+    "fd00::1",
+    "fe80::1",
+    "ff02::1",
+    "::ffff:127.0.0.1",
+    "::ffff:10.0.0.1",
+    "::ffff:169.254.169.254",
+    "::127.0.0.1",
+    "2002:7f00:1::1",  # 6to4 of 127.0.0.1
+    "2002:a9fe:a9fe::1",  # 6to4 of 169.254.169.254
+    "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo, client 127.0.0.1
+    "64:ff9b::a00:1",  # NAT64 of 10.0.0.1
+    "64:ff9b::a9fe:a9fe",  # NAT64 of 169.254.169.254
+    "64:ff9b:1::a00:1",  # local-use NAT64
+]
+PUBLIC = ["93.184.216.34", "8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "2002:808:808::1"]
+
+
+def fixed(*addresses):
+    """A resolver that answers every name with these addresses."""
+    return lambda host, port: list(addresses)
+
+
+@pytest.mark.parametrize("address", BLOCKED)
+def test_is_blocked_refuses_internal_addresses(address):
+    assert outbound.is_blocked(ipaddress.ip_address(address))
+
+
+@pytest.mark.parametrize("address", PUBLIC)
+def test_is_blocked_admits_public_addresses(address):
+    assert not outbound.is_blocked(ipaddress.ip_address(address))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://127.0.0.1/hook",
+        "https://10.0.0.1/hook",
+        "https://169.254.169.254/latest/meta-data",
+        "https://[::1]/hook",
+        "https://[::ffff:127.0.0.1]/hook",
+        "https://[::ffff:7f00:1]:8443/hook",
+    ],
+)
+def test_check_url_refuses_blocked_literals(url):
+    with pytest.raises(outbound.BlockedAddress):
+        outbound.check_url(url, allow_private=False)
+
+
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        ("http://hooks.example.com/in", "https://"),
+        ("ftp://hooks.example.com/in", "https://"),
+        ("https://user:pass@hooks.example.com/in", "user name"),
+        ("https://user@hooks.example.com/in", "user name"),
+        ("https:///in", "no host"),
+        ("https://hooks.example.com/" + "a" * 2048, "2048"),
+        ("https://hooks.example.com/a b", "spaces"),
+        ("https://hooks.example.com:99999/", "not valid"),
+    ],
+)
+def test_check_url_refuses_bad_urls(url, message):
+    with pytest.raises(outbound.UnsafeURL, match=message):
+        outbound.check_url(url, allow_private=False)
+
+
+def test_check_url_refuses_a_name_that_resolves_to_a_private_address(monkeypatch):
+    answers = {"internal.example.com": "10.1.2.3", "hooks.example.com": "93.184.216.34"}
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answers[host], port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    with pytest.raises(outbound.BlockedAddress, match="10.1.2.3"):
+        outbound.check_url("https://internal.example.com/in", allow_private=False)
+    outbound.check_url("https://hooks.example.com/in", allow_private=False)
+
+
+def test_check_url_with_private_allowed_admits_http_and_loopback():
+    outbound.check_url("http://127.0.0.1:5000/in", allow_private=True)
+    with pytest.raises(outbound.UnsafeURL):
+        outbound.check_url("ftp://127.0.0.1/in", allow_private=True)
+
+
+def test_sender_connects_to_the_vetted_address_and_keeps_the_host_name():
+    with Receiver() as receiver:
+        sender = outbound.Sender(allow_private=True, resolver=fixed("127.0.0.1"))
+        response = sender.send(
+            "POST", f"http://hooks.example.com:{receiver.port}/in", body=b"{}", timeout=(3, 5)
+        )
+        assert response.status_code == 200 and response.body == b"ok"
+        [request] = receiver.requests
+        assert request.headers["Host"] == f"hooks.example.com:{receiver.port}"
+        assert request.headers["User-Agent"].startswith("VoiceAgentAPI/")
+
+
+def test_sender_refuses_a_name_resolving_to_loopback_before_connecting():
+    with Receiver() as receiver:
+        sender = outbound.Sender(allow_private=False, resolver=fixed("127.0.0.1"))
+        with pytest.raises(outbound.BlockedAddress):
+            sender.send("POST", f"https://hooks.example.com:{receiver.port}/in", timeout=(3, 5))
+        assert receiver.requests == []
+
+
+def test_sender_refuses_when_any_resolved_address_is_blocked():
+    sender = outbound.Sender(allow_private=False, resolver=fixed("93.184.216.34", "10.0.0.1"))
+    with pytest.raises(outbound.BlockedAddress, match="10.0.0.1"):
+        sender.send("POST", "https://hooks.example.com/in", timeout=(3, 5))
+
+
+def test_sender_checks_the_answer_at_connect_time_not_before():
+    """A name that looked public when registered and resolves to loopback now is refused."""
+    answers = iter([["93.184.216.34"], ["127.0.0.1"]])
+    sender = outbound.Sender(allow_private=False, resolver=lambda host, port: next(answers))
+    sender.guard.addresses("rebind.example.com", 443)  # the check made at registration
+    with pytest.raises(outbound.BlockedAddress, match="127.0.0.1"):
+        sender.send("POST", "https://rebind.example.com/in", timeout=(3, 5))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://127.0.0.1/in",
+        "https://10.0.0.1/in",
+        "https://169.254.169.254/in",
+        "https://[::1]/in",
+        "https://[::ffff:127.0.0.1]/in",
+        "http://127.0.0.1/in",
+    ],
+)
+def test_sender_refuses_blocked_literals(url):
+    with pytest.raises(outbound.UnsafeURL):
+        outbound.Sender(allow_private=False).send("POST", url, timeout=(3, 5))
+
+
+def test_sender_does_not_follow_redirects():
+    def answer(request):
+        if request.path == "/in":
+            return Answer(302, headers={"Location": "/elsewhere"})
+        return Answer()
+
+    with Receiver(answer) as receiver:
+        response = outbound.Sender(allow_private=True).send(
+            "POST", receiver.url + "/in", body=b"{}", timeout=(3, 5)
+        )
+    assert response.status_code == 302
+    assert [request.path for request in receiver.requests] == ["/in"]
+
+
+def test_sender_ignores_proxy_environment(monkeypatch):
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("ALL_PROXY", "http://127.0.0.1:9")
+    with Receiver() as receiver:
+        response = outbound.Sender(allow_private=True).send(
+            "POST", receiver.url, body=b"{}", timeout=(3, 5)
+        )
+    assert response.status_code == 200
+
+
+def test_sender_caps_the_response_read():
+    with Receiver(lambda request: Answer(body=b"x" * 300_000)) as receiver:
+        response = outbound.Sender(allow_private=True).send("GET", receiver.url, timeout=(3, 5))
+    assert len(response.body) == outbound.MAX_RESPONSE_BYTES and response.truncated
+
+
+def test_sender_times_out_on_a_slow_receiver():
+    with Receiver(lambda request: Answer(delay=1.0)) as receiver:
+        with pytest.raises(outbound.OutboundTimeout):
+            outbound.Sender(allow_private=True).send("POST", receiver.url, timeout=(1, 0.2))
+
+
+def test_sender_reports_a_refused_connection():
+    with Receiver() as receiver:
+        url = receiver.url
+    with pytest.raises(outbound.OutboundConnectionError, match="refused"):
+        outbound.Sender(allow_private=True).send("POST", url, timeout=(1, 1))
+
+
+def test_errors_share_one_base():
+    for error in (
+        outbound.UnsafeURL,
+        outbound.BlockedAddress,
+        outbound.OutboundTimeout,
+        outbound.OutboundConnectionError,
+    ):
+        assert issubclass(error, outbound.OutboundError)
+
+
+@pytest.fixture
+def tls_certificate(tmp_path):
+    """A self-signed certificate for hooks.example.com, made with the openssl command."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            "-keyout", str(key), "-out", str(cert), "-subj", "/CN=hooks.example.com",
+            "-addext", "subjectAltName=DNS:hooks.example.com",
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+def test_tls_verifies_the_host_name_while_connecting_to_the_pinned_address(tls_certificate):
+    cert, key = tls_certificate
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server_names = []
+    context.sni_callback = lambda sock, name, ctx: server_names.append(name)
+    with Receiver() as receiver:
+        receiver.server.socket = context.wrap_socket(receiver.server.socket, server_side=True)
+        sender = outbound.Sender(allow_private=True, resolver=fixed("127.0.0.1"), verify=str(cert))
+        response = sender.send("GET", f"https://hooks.example.com:{receiver.port}/", timeout=(3, 5))
+        assert response.status_code == 200
+        assert server_names == ["hooks.example.com"]
+        other = outbound.Sender(allow_private=True, resolver=fixed("127.0.0.1"), verify=str(cert))
+        with pytest.raises(outbound.OutboundConnectionError, match="TLS"):
+            other.send("GET", f"https://other.example.com:{receiver.port}/", timeout=(3, 5))
+
+
+def test_sender_is_one_per_process_and_policy():
+    assert outbound.sender(False) is outbound.sender(False)
+    assert outbound.sender(True) is not outbound.sender(False)
+    assert outbound.sender(False).session.trust_env is False
+
+
+def test_guard_is_thread_safe_to_share():
+    sender = outbound.Sender(allow_private=True)
+    with Receiver() as receiver:
+        results = []
+        threads = [
+            threading.Thread(
+                target=lambda: results.append(
+                    sender.send("GET", receiver.url, timeout=(3, 5)).status_code
+                )
+            )
+            for _ in range(8)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert results == [200] * 8

@@ -1,0 +1,260 @@
+"""worker.py for real: RQ on Redis, the sweeper thread, a worker killed mid-burst, Redis down.
+
+Each test starts `python worker.py` processes on the test's database and a real Redis, and
+real HTTP receivers on 127.0.0.1. Events are emitted with events.emit inside
+queue.transaction(), as the services that cause them do.
+"""
+
+import base64
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from rq import Queue
+from standardwebhooks.webhooks import Webhook as StandardWebhook
+
+from app import queue
+from app.models import Delivery
+from app.services import events
+from app.services import webhooks as webhook_service
+from tests.receiver import Answer, Receiver
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "worker-test-secret-value"
+SPEEDS = {
+    "WEBHOOK_RETRY_SCALE": "0.001",  # 5 s becomes 5 ms, 5 min 0.3 s
+    "WEBHOOK_LEASE_SECONDS": "3",
+    "SWEEP_INTERVAL": "0.2",
+}
+
+
+@pytest.fixture
+def app_config(app_config, redis_url, redis_client):
+    return {
+        **app_config,
+        "REDIS_URL": redis_url,
+        "QUEUE_MODE": "rq",
+        **{name: float(value) for name, value in SPEEDS.items()},
+    }
+
+
+class Workers:
+    """Starts worker.py processes on the app's database and Redis; stops them all at the end."""
+
+    def __init__(self, app, log_dir: Path) -> None:
+        self.app = app
+        self.log_dir = log_dir
+        self.processes: list[subprocess.Popen] = []
+
+    def start(self, redis_url: str | None = None) -> subprocess.Popen:
+        env = {
+            **os.environ,
+            "DATABASE_URL": self.app.config["DATABASE_URL"],
+            "REDIS_URL": redis_url or self.app.config["REDIS_URL"],
+            "QUEUE_MODE": "rq",
+            "ALLOW_PRIVATE_URLS": "1",
+            **SPEEDS,
+        }
+        with open(self.log_dir / f"worker-{len(self.processes)}.log", "w") as log:
+            process = subprocess.Popen(
+                [sys.executable, "worker.py"], cwd=ROOT, env=env, stdout=log, stderr=log
+            )
+        self.processes.append(process)
+        return process
+
+    def logs(self) -> str:
+        return "\n".join(path.read_text()[-3000:] for path in sorted(self.log_dir.glob("*.log")))
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait(10)
+
+
+@pytest.fixture
+def workers(app, tmp_path):
+    started = Workers(app, tmp_path)
+    yield started
+    started.stop()
+
+
+def register(tenant, url, events=("call.ended",)):
+    return webhook_service.create_webhook(
+        tenant=tenant, url=url, events=list(events), secret=SECRET
+    )
+
+
+def emit(tenant, type="call.ended", **data):
+    with queue.transaction():
+        return events.emit(tenant_id=tenant.id, type=type, data={"callId": "call_1", **data})
+
+
+def wait_until(condition, timeout, message, workers=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(message + ("\n" + workers.logs() if workers else ""))
+
+
+def event_ids(receiver):
+    with receiver.lock:
+        return {request.headers["X-Service-Event-Id"] for request in receiver.requests}
+
+
+def test_worker_delivers_signed_events(tenant, workers):
+    with Receiver() as receiver:
+        register(tenant, receiver.url, events=["call.started", "call.ended", "credits.low"])
+        workers.start()
+        sent = [
+            emit(tenant, "call.started", phoneNumberId="pn_1"),
+            emit(tenant, "call.ended", durationSeconds=30),
+            emit(tenant, "call.answered"),  # not subscribed
+            emit(tenant, "credits.low", balanceMinutes=3, threshold=10),
+        ]
+        requests = receiver.wait_for(3, timeout=20)
+        time.sleep(0.3)  # nothing more arrives
+    assert len(receiver.requests) == 3
+    key = base64.b64encode(SECRET.encode()).decode()
+    by_id = {request.headers["webhook-id"]: request for request in requests}
+    assert set(by_id) == {sent[0].id, sent[1].id, sent[3].id}
+    for request in requests:
+        assert StandardWebhook(key).verify(request.body, request.headers)["id"] in by_id
+    wait_until(
+        lambda: {d.status for d in Delivery.select()} == {"succeeded"}, 10, "not settled", workers
+    )
+
+
+def test_worker_retries_until_the_receiver_recovers(tenant, workers):
+    answers = iter([Answer(500), Answer(503, headers={"Retry-After": "1"}), Answer(200)])
+    with Receiver(lambda request: next(answers)) as receiver:
+        register(tenant, receiver.url)
+        workers.start()
+        event = emit(tenant)
+        requests = receiver.wait_for(3, timeout=30)
+    assert [r.headers["X-Service-Event-Id"] for r in requests] == [event.id] * 3
+    assert [r.headers["X-Service-Attempt"] for r in requests] == ["1", "2", "3"]
+    wait_until(lambda: Delivery.get().status == "succeeded", 10, "not settled", workers)
+
+
+def record_order(name: str) -> None:
+    """A job for the queue-order test: appends its name to a Redis list."""
+    queue.redis_connection().rpush("test:order", name)
+
+
+def test_worker_serves_functions_before_webhooks(app, redis_client, workers):
+    Queue("webhooks", connection=redis_client).enqueue(record_order, "webhooks")
+    Queue("functions", connection=redis_client).enqueue(record_order, "functions")
+    workers.start()
+    wait_until(lambda: redis_client.llen("test:order") == 2, 20, "jobs not run", workers)
+    assert redis_client.lrange("test:order", 0, -1) == [b"functions", b"webhooks"]
+
+
+@pytest.mark.slow
+def test_worker_killed_mid_burst_loses_nothing(tenant, workers):
+    """SIGKILL in the middle of 500 events; a new worker and the sweeper deliver them all."""
+    started = time.monotonic()
+    with Receiver() as receiver:
+        register(tenant, receiver.url)
+        first = workers.start()
+        sent = set()
+        for number in range(500):
+            sent.add(emit(tenant, durationSeconds=number).id)
+            if number == 250:
+                wait_until(lambda: len(receiver.requests) >= 50, 30, "no progress", workers)
+                first.send_signal(signal.SIGKILL)
+                first.wait(10)
+        killed_at = len(event_ids(receiver))
+        emitted = time.monotonic()
+        assert killed_at < 500
+        workers.start()
+        wait_until(lambda: event_ids(receiver) >= sent, 90, "events missing", workers)
+    assert event_ids(receiver) == sent
+    wait_until(
+        lambda: Delivery.select().where(Delivery.status != "succeeded").count() == 0,
+        20,
+        "deliveries not settled",
+        workers,
+    )
+    print(
+        f"500 events, worker killed after {killed_at}: {time.monotonic() - started:.1f}s "
+        f"({emitted - started:.1f}s emitting)"
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ThrowawayRedis:
+    """A redis-server of our own on a free port, without persistence: stop loses everything."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+
+@pytest.fixture
+def throwaway_redis():
+    server = ThrowawayRedis()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.mark.slow
+def test_redis_outage_during_a_burst_loses_nothing(app, tenant, workers, throwaway_redis):
+    """Redis dies in the middle of 500 events and comes back empty: all are delivered."""
+    app.config["REDIS_URL"] = throwaway_redis.url
+    app.extensions.pop("redis", None)
+    started = time.monotonic()
+    with Receiver() as receiver:
+        register(tenant, receiver.url)
+        workers.start(throwaway_redis.url)
+        sent = set()
+        for number in range(500):
+            if number == 200:
+                wait_until(lambda: len(receiver.requests) >= 50, 30, "no progress", workers)
+                throwaway_redis.stop()  # the queued jobs are lost with it
+            if number == 350:
+                time.sleep(1)
+                throwaway_redis.start()
+            sent.add(emit(tenant, durationSeconds=number).id)
+        emitted = time.monotonic()
+        wait_until(lambda: event_ids(receiver) >= sent, 90, "events missing", workers)
+    assert event_ids(receiver) == sent
+    print(
+        f"500 events through a Redis outage: {time.monotonic() - started:.1f}s "
+        f"({emitted - started:.1f}s emitting)"
+    )
