@@ -1,5 +1,9 @@
 """RQ worker: builds the app once, serves the queues functions (first) then webhooks, and runs
-the delivery sweeper in a background thread every SWEEP_INTERVAL seconds."""
+the delivery sweeper in a background thread every SWEEP_INTERVAL seconds.
+
+`python worker.py` serves both queues; `python worker.py functions` and
+`python worker.py webhooks` split them, so a function call never waits behind a backlog of
+deliveries (deploy/systemd/voiceagent-worker@.service runs one of each)."""
 
 import logging
 import sys
@@ -36,7 +40,8 @@ def main(argv: list[str]) -> None:
     with app.app_context():
         if not app.config.get("REDIS_URL"):
             sys.exit("worker.py needs REDIS_URL (without Redis, jobs run inline in the web app).")
-        queue.start_sweeper(app)
+        if "webhooks" in queues:
+            queue.start_sweeper(app)
         while True:
             wait_for_redis()
             # Jobs run in this process rather than a fork per job: they are short, bounded by

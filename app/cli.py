@@ -2,6 +2,7 @@
 
 Thin wrappers over services."""
 
+import json
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -14,7 +15,7 @@ from app import db
 from app.errors import AppError
 from app.models import Event
 from app.services import agents as agent_service
-from app.services import billing, maintenance
+from app.services import billing, function_calls, maintenance
 from app.services import calls as call_service
 from app.services import deliveries as delivery_service
 from app.services import keys as key_service
@@ -210,14 +211,34 @@ def maintenance_prune(days: int | None, batch_size: int) -> None:
 @click.option("--caller", default="+6281234567890", show_default=True, help="Caller's number.")
 @click.option("--seconds", type=click.IntRange(min=0), default=60, show_default=True)
 @click.option("--transcript", default=None, help="A transcript summary to report.")
+@click.option("--function", "function_name", default=None, help="A function for the AI to call.")
+@click.option("--params", default="{}", show_default=True, help="Its parameters, as JSON.")
 @user_errors
-def calls_simulate(did: str, caller: str, seconds: int, transcript: str | None) -> None:
-    """Run a whole call (start, answer, transcript, end) through the runtime's services."""
+def calls_simulate(
+    did: str,
+    caller: str,
+    seconds: int,
+    transcript: str | None,
+    function_name: str | None,
+    params: str,
+) -> None:
+    """Run a whole call (start, answer, function call, transcript, end) as the runtime would."""
+    try:
+        parameters = json.loads(params)
+    except ValueError:
+        raise click.BadParameter("must be a JSON object", param_hint="--params") from None
+    if not isinstance(parameters, dict):
+        raise click.BadParameter("must be a JSON object", param_hint="--params")
     since = utcnow()
     started = call_service.start_call(did=did, caller_number=caller)
     call = started.call
     click.echo(f"Call {call.id} from {caller} to {did}: agent {call.agent_id}")
     call_service.answer_call(call_id=call.id)
+    if function_name:
+        outcome = function_calls.invoke(
+            call_id=call.id, function_name=function_name, parameters=parameters
+        )
+        click.echo(f"Function {function_name}: {json.dumps(outcome.as_dict())}")
     if transcript:
         call_service.add_transcript(call_id=call.id, transcript_summary=transcript)
     call = call_service.end_call(

@@ -1,10 +1,16 @@
 """RQ entry points: importable module-level functions that take ids."""
 
 from app.db import connection
-from app.services import deliveries
+from app.services import deliveries, function_calls
 
 
 def deliver_webhook(delivery_id: str) -> None:
     """Make one attempt of a webhook delivery, if it is due and no other job holds it."""
     with connection():
         deliveries.attempt(delivery_id=delivery_id)
+
+
+def invoke_function(invocation_id: str, endpoint_deadline: float) -> None:
+    """Call the tenant's endpoint for one function invocation (once, before the deadline)."""
+    with connection():
+        function_calls.run(invocation_id, endpoint_deadline)

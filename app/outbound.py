@@ -8,6 +8,8 @@ reach an internal host. TLS still verifies the certificate and sends SNI for the
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import ipaddress
 import socket
 import time
@@ -20,7 +22,7 @@ from urllib.parse import urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3 import HTTPConnectionPool, HTTPSConnectionPool, PoolManager
+from urllib3 import HTTPConnectionPool, HTTPSConnectionPool, PoolManager, Timeout
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 
@@ -318,6 +320,23 @@ class Response:
         return self.body[:limit].decode("utf-8", errors="replace")
 
 
+def require_safe_url(url: str, *, field: str) -> None:
+    """ValidationFailed naming field unless url may be called (the rules of check_url)."""
+    from flask import current_app
+
+    from app.errors import ValidationFailed
+
+    try:
+        check_url(url, allow_private=bool(current_app.config["ALLOW_PRIVATE_URLS"]))
+    except UnsafeURL as exc:
+        raise ValidationFailed(f"Invalid value for {field}.", details={field: [str(exc)]}) from None
+
+
+def sign(secret: str, payload: bytes) -> str:
+    """X-Service-Signature of webhooks and function calls: sha256=<hex HMAC-SHA256 of payload>."""
+    return "sha256=" + hmac.new(secret.encode(), payload, hashlib.sha256).hexdigest()
+
+
 def user_agent() -> str:
     try:
         version = metadata.version("voice-agent-api")
@@ -349,15 +368,19 @@ class Sender:
         body: bytes | None = None,
         headers: dict[str, str] | None = None,
         params: dict[str, str] | None = None,
+        total: float | None = None,
     ) -> Response:
         """Send one request; any HTTP status is a Response, anything else an OutboundError.
 
         The read timeout also bounds the whole answer: a receiver that trickles bytes is cut
-        off once it has taken that long.
+        off once it has taken that long. `total`, when given, bounds everything: connecting,
+        waiting and reading.
         """
         check_url(url, allow_private=self.allow_private, resolve_host=False)
         started = time.monotonic()
-        deadline = started + timeout[0] + timeout[1]
+        deadline = started + (total if total is not None else timeout[0] + timeout[1])
+        # With a total, urllib3 shortens the read timeout by the time connecting took.
+        limits = Timeout(connect=timeout[0], read=timeout[1], total=total) if total else timeout
         try:
             response = self.session.request(
                 method,
@@ -365,7 +388,7 @@ class Sender:
                 data=body,
                 headers=headers,
                 params=params,
-                timeout=timeout,
+                timeout=limits,
                 allow_redirects=False,
                 stream=True,
             )

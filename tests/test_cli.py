@@ -153,3 +153,43 @@ def test_calls_simulate_unknown_number_fails_cleanly(runner):
     result = runner.invoke(args=["calls", "simulate", "--did", "+6299999999"])
     assert result.exit_code == 1
     assert result.output.strip() == "Error: No tenant has the number +6299999999."
+
+
+def test_calls_simulate_runs_a_function(runner, client, headers, tenant, agent_id, did):
+    from tests.receiver import Answer, Receiver
+
+    with Receiver(lambda request: Answer(body=b'{"open": "09:00"}')) as endpoint:
+        client.post(
+            f"/api/v1/agents/{agent_id}/functions",
+            json={
+                "name": "opening_hours",
+                "description": "Opening hours.",
+                "endpoint": endpoint.url,
+                "parameters": {
+                    "type": "object",
+                    "properties": {"day": {"type": "string", "description": "Day."}},
+                },
+            },
+            headers=headers,
+        )
+        result = runner.invoke(
+            args=[
+                "calls",
+                "simulate",
+                "--did",
+                did,
+                "--function",
+                "opening_hours",
+                "--params",
+                '{"day": "monday"}',
+            ]
+        )
+    assert result.exit_code == 0, result.output
+    assert 'Function opening_hours: {"result": {"open": "09:00"}}' in result.output
+    assert "function.called" in result.output
+    assert endpoint.requests[0].json()["parameters"] == {"day": "monday"}
+
+
+def test_calls_simulate_rejects_bad_params(runner, did):
+    result = runner.invoke(args=["calls", "simulate", "--did", did, "--params", "[1]"])
+    assert result.exit_code == 2 and "JSON object" in result.output

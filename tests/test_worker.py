@@ -6,13 +6,10 @@ queue.transaction(), as the services that cause them do.
 """
 
 import base64
-import os
 import signal
 import socket
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from rq import Queue
@@ -23,14 +20,9 @@ from app.models import Delivery
 from app.services import events
 from app.services import webhooks as webhook_service
 from tests.receiver import Answer, Receiver
+from tests.workers import SPEEDS, Workers
 
-ROOT = Path(__file__).resolve().parent.parent
 SECRET = "worker-test-secret-value"
-SPEEDS = {
-    "WEBHOOK_RETRY_SCALE": "0.001",  # 5 s becomes 5 ms, 5 min 0.3 s
-    "WEBHOOK_LEASE_SECONDS": "3",
-    "SWEEP_INTERVAL": "0.2",
-}
 
 
 @pytest.fixture
@@ -41,40 +33,6 @@ def app_config(app_config, redis_url, redis_client):
         "QUEUE_MODE": "rq",
         **{name: float(value) for name, value in SPEEDS.items()},
     }
-
-
-class Workers:
-    """Starts worker.py processes on the app's database and Redis; stops them all at the end."""
-
-    def __init__(self, app, log_dir: Path) -> None:
-        self.app = app
-        self.log_dir = log_dir
-        self.processes: list[subprocess.Popen] = []
-
-    def start(self, redis_url: str | None = None) -> subprocess.Popen:
-        env = {
-            **os.environ,
-            "DATABASE_URL": self.app.config["DATABASE_URL"],
-            "REDIS_URL": redis_url or self.app.config["REDIS_URL"],
-            "QUEUE_MODE": "rq",
-            "ALLOW_PRIVATE_URLS": "1",
-            **SPEEDS,
-        }
-        with open(self.log_dir / f"worker-{len(self.processes)}.log", "w") as log:
-            process = subprocess.Popen(
-                [sys.executable, "worker.py"], cwd=ROOT, env=env, stdout=log, stderr=log
-            )
-        self.processes.append(process)
-        return process
-
-    def logs(self) -> str:
-        return "\n".join(path.read_text()[-3000:] for path in sorted(self.log_dir.glob("*.log")))
-
-    def stop(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.kill()
-            process.wait(10)
 
 
 @pytest.fixture

@@ -9,10 +9,13 @@ from app.runtime.schemas import (
     CallAnsweredSchema,
     CallEndSchema,
     CallStartSchema,
+    FunctionCallSchema,
+    FunctionOutcomeSchema,
     StartedCallSchema,
     TranscriptSchema,
 )
 from app.services import calls as call_service
+from app.services import function_calls
 
 blp = RuntimeBlueprint(
     "runtime",
@@ -88,3 +91,21 @@ class RuntimeCallEnded(MethodView):
         with the same status changes and charges nothing and answers 200.
         """
         return call_service.end_call(call_id=call_id, **fields)
+
+
+@blp.route("/calls/<call_id>/function-calls")
+class RuntimeFunctionCalls(MethodView):
+    @blp.arguments(FunctionCallSchema)
+    @blp.response(200, FunctionOutcomeSchema)
+    @blp.alt_response(
+        409, schema=ErrorSchema, description="call_not_active: the call has already ended."
+    )
+    def post(self, fields, call_id):
+        """Run one of the agent's functions
+
+        Checks the parameters against the function's declaration, calls the tenant's endpoint
+        (signed, at most 5 s, never retried) and answers within 5.5 s with {"result": {...}}
+        or {"error": {"code", "message"}}; both are HTTP 200, since either is the answer to
+        hand to the AI. Every invocation is recorded and emits function.called.
+        """
+        return function_calls.invoke(call_id=call_id, **fields).as_dict()

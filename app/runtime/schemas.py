@@ -136,3 +136,37 @@ class TranscriptSchema(Schema):
         validate=validate.Length(max=100_000),
         metadata={"description": "Summary of the conversation."},
     )
+
+
+class FunctionCallSchema(Schema):
+    function_name = fields.String(
+        data_key="functionName",
+        required=True,
+        validate=validate.Length(1, 64),
+        metadata={"description": "The name of one of the agent's functions."},
+    )
+    parameters = fields.Dict(
+        load_default=dict,
+        metadata={"description": "Values for the function's declared parameters."},
+    )
+
+
+class FunctionErrorSchema(Schema):
+    code = fields.String(
+        required=True,
+        metadata={
+            "description": "unknown_function, invalid_parameters, function_timeout, "
+            "function_http_error, function_invalid_response or function_unreachable."
+        },
+    )
+    message = fields.String(required=True, metadata={"description": "What went wrong."})
+
+
+class FunctionOutcomeSchema(Schema):
+    result = fields.Dict(
+        metadata={"description": "The endpoint's JSON object, on success (no error key then)."}
+    )
+    error = fields.Nested(
+        FunctionErrorSchema,
+        metadata={"description": "Why there is no result (no result key then)."},
+    )

@@ -36,11 +36,6 @@ SWEEP_BATCH = 1000
 STATUSES = ("pending", "succeeded", "failed")
 
 
-def sign(secret: str, body: bytes) -> str:
-    """X-Service-Signature: sha256=<hex HMAC-SHA256 of the raw body>."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-
-
 def sign_standard(secret: str, message_id: str, timestamp: int, body: bytes) -> str:
     """Standard Webhooks' webhook-signature: v1,<base64 HMAC of "{id}.{timestamp}.{body}">."""
     signed = f"{message_id}.{timestamp}.".encode() + body
@@ -64,7 +59,7 @@ def request_headers(
 ) -> dict[str, str]:
     return {
         "Content-Type": "application/json",
-        "X-Service-Signature": sign(secret, body),
+        "X-Service-Signature": outbound.sign(secret, body),
         "X-Service-Event-Id": event_id,
         "X-Service-Delivery-Id": delivery_id,
         "X-Service-Attempt": str(attempt),

@@ -3,7 +3,7 @@
 import secrets
 from typing import Any
 
-from app import queue
+from app import outbound, queue
 from app.errors import Conflict, NotFound
 from app.models import Agent, Function, Tenant
 from app.services import agents as agent_service
@@ -35,6 +35,7 @@ def create_function(
     *, tenant: Tenant, agent_id: str, secret: str | None = None, **fields: Any
 ) -> Function:
     """Define a function on one of the tenant's agents; names are unique per agent."""
+    outbound.require_safe_url(fields["endpoint"], field="endpoint")
     with queue.transaction():
         agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
         exists = Function.select().where(

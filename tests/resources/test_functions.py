@@ -145,3 +145,24 @@ def test_functions_of_deleted_agent_are_gone(client, headers, agent_id):
     assert_error(
         client.get(f"/api/v1/agents/{agent_id}/functions", headers=headers), 404, "not_found"
     )
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "http://crm.example.com/orders",
+        "https://127.0.0.1/orders",
+        "https://10.0.0.1/orders",
+        "https://169.254.169.254/latest",
+        "https://[::1]/orders",
+        "https://[::ffff:127.0.0.1]/orders",
+        "https://user:pass@crm.example.com/orders",
+        "ftp://crm.example.com/orders",
+    ],
+)
+def test_endpoint_must_be_a_public_https_url(app, client, headers, agent_id, endpoint):
+    app.config["ALLOW_PRIVATE_URLS"] = False
+    error = assert_error(
+        create(client, headers, agent_id, endpoint=endpoint), 422, "validation_error"
+    )
+    assert list(error["details"]) == ["endpoint"]

@@ -1,0 +1,245 @@
+"""Function calls through the runtime API, against real endpoints on 127.0.0.1 (inline mode).
+
+The same calls through a real RQ worker are in tests/test_function_worker.py.
+"""
+
+import hashlib
+import hmac
+import json
+import socket
+import time
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+from app.models import Event, FunctionInvocation
+from tests.call_flow import RUNTIME, answer, end, start
+from tests.helpers import assert_error
+from tests.receiver import Answer, Receiver
+
+SECRET = "fsec-test-secret-0123456789"
+PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "orderId": {"type": "string", "description": "Order number."},
+        "quantity": {"type": "integer", "description": "How many."},
+        "express": {"type": "boolean", "description": "Express?"},
+    },
+    "required": ["orderId"],
+}
+
+
+def echo(request):
+    """Answer with what arrived, so the test sees the service's request from both sides."""
+    path = urlsplit(request.path)
+    if path.path == "/sleep":
+        return Answer(delay=7, body=b"{}")
+    if path.path == "/text":
+        return Answer(body=b"plain text, not JSON")
+    if path.path == "/array":
+        return Answer(body=b"[1, 2]")
+    if path.path == "/fail":
+        return Answer(status=500, body=b'{"error": "boom"}')
+    return Answer(
+        body=json.dumps(
+            {"status": "shipped", "echo": request.body.decode() or path.query}
+        ).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+
+
+@pytest.fixture
+def endpoint():
+    with Receiver(echo) as receiver:
+        yield receiver
+
+
+def define(client, headers, agent_id, url, *, name="lookup_order", method="POST"):
+    response = client.post(
+        f"/api/v1/agents/{agent_id}/functions",
+        json={
+            "name": name,
+            "description": "Look up an order.",
+            "endpoint": url,
+            "method": method,
+            "parameters": PARAMETERS,
+            "secret": SECRET,
+        },
+        headers=headers,
+    )
+    assert response.status_code == 201, response.get_data(as_text=True)
+
+
+@pytest.fixture
+def call_id(client, runtime_headers, did):
+    call = start(client, runtime_headers, did).json["id"]
+    assert answer(client, runtime_headers, call).status_code == 200
+    return call
+
+
+def invoke(client, runtime_headers, call_id, name="lookup_order", **parameters):
+    started = time.monotonic()
+    response = client.post(
+        f"{RUNTIME}/{call_id}/function-calls",
+        json={"functionName": name, "parameters": parameters},
+        headers=runtime_headers,
+    )
+    elapsed = time.monotonic() - started
+    assert elapsed < 5.5, f"answered after {elapsed:.2f} s"
+    return response
+
+
+def test_post_function_is_signed_and_its_json_comes_back(
+    client, headers, runtime_headers, agent_id, call_id, endpoint
+):
+    define(client, headers, agent_id, endpoint.url + "/orders")
+    response = invoke(client, runtime_headers, call_id, orderId="A-17", quantity=2)
+    assert response.status_code == 200
+    [request] = endpoint.requests
+    assert (request.method, request.path) == ("POST", "/orders")
+    assert request.headers["Content-Type"] == "application/json"
+    assert request.json() == {
+        "callId": call_id,
+        "functionName": "lookup_order",
+        "parameters": {"orderId": "A-17", "quantity": 2},
+    }
+    expected = hmac.new(SECRET.encode(), request.body, hashlib.sha256).hexdigest()
+    assert request.headers["X-Service-Signature"] == f"sha256={expected}"
+    assert request.headers["User-Agent"].startswith("VoiceAgentAPI/")
+    assert response.json == {"result": {"status": "shipped", "echo": request.body.decode()}}
+
+
+def test_get_function_sends_and_signs_the_query_string(
+    client, headers, runtime_headers, agent_id, call_id, endpoint
+):
+    define(client, headers, agent_id, endpoint.url + "/orders", method="GET")
+    response = invoke(client, runtime_headers, call_id, orderId="A 17", express=True)
+    assert "result" in response.json
+    [request] = endpoint.requests
+    path = urlsplit(request.path)
+    assert request.method == "GET" and request.body == b""
+    assert dict(parse_qsl(path.query)) == {
+        "callId": call_id,
+        "functionName": "lookup_order",
+        "orderId": "A 17",
+        "express": "true",
+    }
+    expected = hmac.new(SECRET.encode(), path.query.encode(), hashlib.sha256).hexdigest()
+    assert request.headers["X-Service-Signature"] == f"sha256={expected}"
+
+
+def test_invocation_is_recorded_counted_and_emits_function_called(
+    client, headers, runtime_headers, agent_id, call_id, endpoint
+):
+    define(client, headers, agent_id, endpoint.url + "/orders")
+    invoke(client, runtime_headers, call_id, orderId="A-17")
+    record = FunctionInvocation.get()
+    assert (record.status, record.http_status, record.function_name) == (
+        "succeeded",
+        200,
+        "lookup_order",
+    )
+    assert record.latency_ms is not None and record.parameters == {"orderId": "A-17"}
+    detail = client.get(f"/api/v1/calls/{call_id}", headers=headers).json
+    assert detail["functionCalls"] == 1
+    event = Event.get(Event.type == "function.called")
+    assert event.data["callId"] == call_id
+    assert event.data["functionName"] == "lookup_order"
+    assert event.data["parameters"] == {"orderId": "A-17"}
+    assert event.data["result"]["status"] == "shipped"
+
+
+@pytest.mark.parametrize(
+    ("parameters", "field"),
+    [
+        ({}, "orderId"),
+        ({"orderId": 17}, "orderId"),
+        ({"orderId": "A", "quantity": "2"}, "quantity"),
+        ({"orderId": "A", "colour": "red"}, "colour"),
+    ],
+)
+def test_bad_parameters_never_reach_the_endpoint(
+    client, headers, runtime_headers, agent_id, call_id, endpoint, parameters, field
+):
+    define(client, headers, agent_id, endpoint.url + "/orders")
+    response = invoke(client, runtime_headers, call_id, **parameters)
+    assert response.status_code == 200
+    assert response.json["error"]["code"] == "invalid_parameters"
+    assert field in response.json["error"]["message"]
+    assert endpoint.requests == []
+    assert Event.get(Event.type == "function.called").data["result"]["error"]["code"] == (
+        "invalid_parameters"
+    )
+
+
+def test_unknown_function(client, runtime_headers, call_id):
+    response = invoke(client, runtime_headers, call_id, name="nope")
+    assert response.json["error"]["code"] == "unknown_function"
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [
+        ("/sleep", "function_timeout"),
+        ("/text", "function_invalid_response"),
+        ("/array", "function_invalid_response"),
+        ("/fail", "function_http_error"),
+    ],
+)
+def test_endpoint_failures_give_their_code_in_time(
+    client, headers, runtime_headers, agent_id, call_id, endpoint, path, code
+):
+    define(client, headers, agent_id, endpoint.url + path)
+    response = invoke(client, runtime_headers, call_id, orderId="A")
+    assert response.status_code == 200
+    assert set(response.json) == {"error"}
+    assert response.json["error"]["code"] == code
+    assert len(endpoint.requests) == 1  # never retried
+
+
+def test_refused_connection_is_unreachable(client, headers, runtime_headers, agent_id, call_id):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    define(client, headers, agent_id, f"http://127.0.0.1:{port}/orders")
+    response = invoke(client, runtime_headers, call_id, orderId="A")
+    assert response.json["error"]["code"] == "function_unreachable"
+
+
+def test_private_endpoint_is_unreachable_when_private_urls_are_off(
+    app, client, headers, runtime_headers, agent_id, call_id, endpoint
+):
+    define(client, headers, agent_id, endpoint.url + "/orders")
+    app.config["ALLOW_PRIVATE_URLS"] = False
+    response = invoke(client, runtime_headers, call_id, orderId="A")
+    assert response.json["error"]["code"] == "function_unreachable"
+    assert endpoint.requests == []
+
+
+def test_function_call_on_ended_call_is_conflict(
+    client, headers, runtime_headers, agent_id, call_id, endpoint
+):
+    define(client, headers, agent_id, endpoint.url + "/orders")
+    end(client, runtime_headers, call_id)
+    error = assert_error(
+        invoke(client, runtime_headers, call_id, orderId="A"), 409, "call_not_active"
+    )
+    assert call_id in error["message"]
+
+
+def test_function_call_on_unknown_call_is_not_found(client, runtime_headers):
+    assert_error(invoke(client, runtime_headers, "call_nope"), 404, "not_found")
+
+
+def test_function_call_needs_the_runtime_token(client, headers, call_id):
+    response = client.post(
+        f"{RUNTIME}/{call_id}/function-calls", json={"functionName": "x"}, headers=headers
+    )
+    assert_error(response, 401, "unauthorized")
+
+
+def test_function_call_requires_a_name(client, runtime_headers, call_id):
+    response = client.post(
+        f"{RUNTIME}/{call_id}/function-calls", json={"parameters": {}}, headers=runtime_headers
+    )
+    assert list(assert_error(response, 422, "validation_error")["details"]) == ["functionName"]
