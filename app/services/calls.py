@@ -11,7 +11,7 @@ from typing import Any
 
 import peewee as pw
 
-from app import queue
+from app import metrics, queue
 from app.errors import Conflict, NotFound
 from app.models import Agent, Call, Function, PhoneNumber, Tenant
 from app.services import billing, events
@@ -50,6 +50,8 @@ def _update_if(call_id: str, condition: pw.Expression, **values: Any) -> tuple[b
     changed = (
         Call.update(updated_at=utcnow(), **values).where((Call.id == call_id) & condition).execute()
     )
+    if changed and "status" in values:
+        metrics.CALLS.labels(values["status"]).inc()
     return bool(changed), Call.get_by_id(call_id)
 
 
@@ -143,6 +145,8 @@ def _record_call(
             else {}
         ),
     )
+    metrics.CALLS.labels(call.status).inc()
+
     events.emit(
         tenant_id=number.tenant_id,
         type="call.started",

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 from flask import current_app
 
-from app import outbound, queue
+from app import metrics, outbound, queue
 from app.db import database
 from app.errors import Conflict, NotFound
 from app.models import Delivery, DeliveryAttempt, Event, Tenant, Webhook
@@ -177,7 +177,7 @@ def attempt(*, delivery_id: str) -> str | None:
             error=error,
             response_excerpt=response.text(EXCERPT_BYTES) if response else None,
         )
-        return _record_outcome(
+        outcome = _record_outcome(
             delivery,
             lease_until,
             status_code=status_code,
@@ -187,6 +187,11 @@ def attempt(*, delivery_id: str) -> str | None:
             if response
             else None,
         )
+    label = {"succeeded": "success", "pending": "retry"}.get(outcome, "failed")
+    metrics.WEBHOOK_ATTEMPTS.labels(label, str(delivery.attempts)).inc()
+    if outcome == "succeeded":
+        metrics.WEBHOOK_LAG.observe((utcnow() - event.created_at).total_seconds())
+    return outcome
 
 
 def _status_error(status_code: int) -> str:
