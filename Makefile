@@ -35,6 +35,7 @@ run: install
 lint: install-dev
 	$(BIN)/ruff check app tests bench deploy worker.py wsgi.py
 	$(BIN)/ruff format --check app tests bench deploy worker.py wsgi.py
+	$(BIN)/mypy app
 
 test: install-dev lint
 	@$(BIN)/python -c "import redis, sys; redis.Redis.from_url('$(TEST_REDIS_URL)', socket_connect_timeout=2).ping()" 2>/dev/null || { \

@@ -4,7 +4,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import peewee
 from flask import Flask
@@ -28,6 +28,10 @@ class BaseModel(peewee.Model):
     class Meta:
         database = database
         legacy_table_names = False
+
+    if TYPE_CHECKING:
+        # peewee adds <foreign key>_id accessors at run time; let the type checker see them.
+        def __getattr__(self, name: str) -> Any: ...
 
 
 def resolve_url(url: str, project_root: str) -> str:

@@ -178,6 +178,7 @@ class Delivery(BaseModel):
     created_at = pw.DateTimeField(default=utcnow)
     updated_at = pw.DateTimeField(default=utcnow)
     completed_at = pw.DateTimeField(null=True)
+    attempt_list: list["DeliveryAttempt"]  # not a column: filled by deliveries.with_attempts
 
     class Meta:
         indexes = (
@@ -187,6 +188,7 @@ class Delivery(BaseModel):
 
 
 class DeliveryAttempt(BaseModel):
+    id = pw.AutoField()
     delivery = pw.ForeignKeyField(Delivery, backref="attempt_log", on_delete="CASCADE")
     number = pw.IntegerField()
     attempted_at = pw.DateTimeField(default=utcnow)

@@ -388,7 +388,7 @@ class Sender:
                 data=body,
                 headers=headers,
                 params=params,
-                timeout=limits,
+                timeout=limits,  # type: ignore[arg-type]  # requests takes urllib3's Timeout
                 allow_redirects=False,
                 stream=True,
             )

@@ -319,7 +319,7 @@ def sweep(limit: int = SWEEP_BATCH) -> int:
     for row in list(due):
         # Once per due time: a backlog is not enqueued again on every sweep, a rescheduled
         # delivery is.
-        key = f"{row.id}@{row.next_attempt_at.isoformat()}"
+        key = f"{row.id}@{row.next_attempt_at}"
         if not queue.enqueue(
             "webhooks", "app.jobs.deliver_webhook", row.id, once_key=key, once_ttl=ttl
         ):

@@ -50,7 +50,7 @@ class Outcome:
     def of(cls, invocation: FunctionInvocation) -> "Outcome":
         if invocation.status == "succeeded":
             return cls(result=invocation.result)
-        return cls.failure(invocation.error_code, invocation.error_message)
+        return cls.failure(invocation.error_code or "", invocation.error_message or "")
 
 
 def invoke(*, call_id: str, function_name: str, parameters: dict[str, Any]) -> Outcome:

@@ -1,7 +1,7 @@
 """Agent functions: definitions the AI may call mid-call, and the rules their arguments obey."""
 
 import secrets
-from typing import Any
+from typing import Any, cast
 
 from app import outbound, queue
 from app.errors import Conflict, NotFound
@@ -67,7 +67,7 @@ def _matches(value: Any, spec: dict[str, Any]) -> bool:
     if "enum" in spec and value not in spec["enum"]:
         return False
     if spec["type"] == "array" and "items" in spec:
-        return all(_matches(item, spec["items"]) for item in value)
+        return all(_matches(item, spec["items"]) for item in cast(list, value))
     return True
 
 

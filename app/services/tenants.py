@@ -5,7 +5,8 @@ from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Tenant
 from app.util import new_id
 
-PLAN_LIMITS = {"starter": 60, "business": 300, "enterprise": None}
+STARTER_LIMIT = 60
+PLAN_LIMITS = {"starter": STARTER_LIMIT, "business": 300, "enterprise": None}
 
 
 def _check_plan(plan: str, rate_limit: int | None) -> None:
@@ -43,7 +44,7 @@ def find_tenant(ref: str) -> Tenant:
 
 def rate_limit_of(tenant: Tenant) -> int:
     """Requests per minute for the tenant: its own number, else its plan's."""
-    return tenant.rate_limit or PLAN_LIMITS.get(tenant.plan) or PLAN_LIMITS["starter"]
+    return tenant.rate_limit or PLAN_LIMITS.get(tenant.plan) or STARTER_LIMIT
 
 
 def set_plan(*, tenant: Tenant, plan: str, rate_limit: int | None = None) -> Tenant:
