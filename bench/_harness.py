@@ -4,7 +4,9 @@ Benchmarks are not tests: each one compares the service with a baseline in the s
 the same machine and prints a table of ratios.
 """
 
+import atexit
 import http.client
+import json
 import os
 import re
 import shutil
@@ -32,8 +34,61 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
+RUNTIME_TOKEN = "bench-runtime-token"
+RUNTIME_HEADERS = {"Authorization": f"Bearer {RUNTIME_TOKEN}", "Content-Type": "application/json"}
+
+
 def temp_sqlite_url() -> str:
-    return f"sqlite:///{tempfile.mkdtemp(prefix='va-bench-')}/bench.db"
+    """A SQLite file in a fresh folder, removed when the benchmark exits."""
+    folder = tempfile.mkdtemp(prefix="va-bench-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return f"sqlite:///{folder}/bench.db"
+
+
+def fresh_redis() -> str:
+    """The bench Redis database, flushed; exits with a message when Redis does not answer."""
+    import redis
+
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).flushdb()
+    except redis.RedisError as exc:
+        sys.exit(f"This benchmark needs Redis at {REDIS_URL} (BENCH_REDIS_URL): {exc}")
+    return REDIS_URL
+
+
+def service_env(database_url: str, **extra: str) -> dict[str, str]:
+    """Environment of a service process (gunicorn or worker.py) on the bench database."""
+    return {
+        "DATABASE_URL": database_url,
+        "REDIS_URL": REDIS_URL,
+        "QUEUE_MODE": "rq",
+        "RUNTIME_TOKEN": RUNTIME_TOKEN,
+        "ALLOW_PRIVATE_URLS": "1",
+        "LOG_LEVEL": "WARNING",
+        **extra,
+    }
+
+
+@contextmanager
+def worker(env: dict[str, str], *queues: str) -> Iterator[subprocess.Popen]:
+    """A real `python worker.py QUEUES…` process; stopped at the end."""
+    process = subprocess.Popen(
+        [sys.executable, "worker.py", *queues],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 @contextmanager
@@ -91,6 +146,8 @@ def load_wrk(
         check=True,
     ).stdout
     latency = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out, re.M))
+    if "99" not in latency:
+        raise RuntimeError(f"wrk measured nothing on {path}:\n{out}")
     requests_done = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     errors = int(bad.group(1)) if bad else 0
@@ -148,6 +205,21 @@ def load_python(
         "errors": errors[0],
         "requests": len(latencies),
     }
+
+
+def post_json(connection: http.client.HTTPConnection, path: str, body: object) -> dict:
+    """POST a JSON body on a keep-alive connection with the runtime token; the JSON answer."""
+    connection.request("POST", path, body=json.dumps(body), headers=RUNTIME_HEADERS)
+    response = connection.getresponse()
+    payload = response.read()
+    if response.status >= 300:
+        raise RuntimeError(f"POST {path}: {response.status} {payload[:300]!r}")
+    return json.loads(payload)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
 
 
 def median_run(runs: list[dict[str, float]]) -> dict[str, float]:
