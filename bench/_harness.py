@@ -65,9 +65,56 @@ def service_env(database_url: str, **extra: str) -> dict[str, str]:
         "QUEUE_MODE": "rq",
         "RUNTIME_TOKEN": RUNTIME_TOKEN,
         "ALLOW_PRIVATE_URLS": "1",
-        "LOG_LEVEL": "WARNING",
         **extra,
     }
+
+
+def _wait_for_port(port: int, process: subprocess.Popen, what: str) -> None:
+    deadline = time.time() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if time.time() > deadline or process.poll() is not None:
+                raise RuntimeError(f"{what} did not start") from None
+            time.sleep(0.1)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@contextmanager
+def receiver() -> Iterator[str]:
+    """bench/_receiver.py in its own process (not competing with the bench for the GIL);
+    yield its base URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "_receiver.py"), str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for_port(port, process, "the receiver")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        _stop(process)
+
+
+def receiver_stats(url: str) -> dict:
+    """What the receiver has seen: {"count": N, "received": {key: unix_seconds}}."""
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    connection.request("GET", "/_stats")
+    stats = json.loads(connection.getresponse().read())
+    connection.close()
+    return stats
 
 
 @contextmanager
@@ -83,12 +130,7 @@ def worker(env: dict[str, str], *queues: str) -> Iterator[subprocess.Popen]:
     try:
         yield process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        _stop(process)
 
 
 @contextmanager
@@ -103,19 +145,10 @@ def gunicorn(app_path: str, env: dict[str, str] | None = None) -> Iterator[int]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.time() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.time() > deadline or process.poll() is not None:
-                    raise RuntimeError(f"gunicorn {app_path} did not start") from None
-                time.sleep(0.1)
+        _wait_for_port(port, process, f"gunicorn {app_path}")
         yield port
     finally:
-        process.terminate()
-        process.wait(timeout=15)
+        _stop(process)
 
 
 def load(

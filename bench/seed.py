@@ -66,7 +66,8 @@ def _calls_sql(sqlite: bool, prefix: str, agent_count: int) -> str:
 
 
 def seed_tenant(*, name: str, calls: int, agents: int = 4, number: str = "+6221000001") -> Seeded:
-    """Inside an app context: a tenant with agents, a number, a key, and `calls` calls."""
+    """Inside an app context: a tenant with agents, a number answered by the first agent, an
+    API key, and `calls` calls."""
     from app import db
     from app.models import Tenant
     from app.services import agents as agent_service
@@ -80,6 +81,7 @@ def seed_tenant(*, name: str, calls: int, agents: int = 4, number: str = "+62210
         for i in range(agents)
     ]
     phone = number_service.add_number(tenant=tenant, display_number=number)
+    number_service.assign_agent(tenant=tenant, number_id=phone.id, agent_id=agent_ids[0])
     key = key_service.create_key(tenant=tenant, name="bench")[1]
     if calls:
         sql = _calls_sql(db.is_sqlite(), f"call_{tenant.id[-6:]}", agents)
