@@ -35,7 +35,7 @@ class StartedCall:
 
 def _runtime_call(call_id: str) -> Call:
     """A call by id, for the runtime, which reports calls of every tenant."""
-    call = Call.get_or_none(Call.id == call_id)
+    call = Call.find(call_id)
     if call is None:
         raise NotFound(f"Call {call_id} not found.")
     return call
@@ -47,11 +47,10 @@ def _update_if(call_id: str, condition: pw.Expression, **values: Any) -> tuple[b
     Inside a write transaction the row count is the arbiter: of two processes making the
     same change at once, exactly one sees a changed row.
     """
-    _runtime_call(call_id)
     changed = (
         Call.update(updated_at=utcnow(), **values).where((Call.id == call_id) & condition).execute()
     )
-    return bool(changed), Call.get_by_id(call_id)
+    return bool(changed), _runtime_call(call_id)  # NotFound when there is no such call
 
 
 def _by_provider_id(tenant_id: str, provider_call_id: str | None) -> Call | None:
@@ -164,7 +163,7 @@ def _record_call(
 
 def session_for(call: Call) -> dict[str, Any]:
     """What the runtime needs to run the call: the agent's configuration and time limit."""
-    agent = Agent.get_or_none(Agent.id == call.agent_id)
+    agent = Agent.find(call.agent_id)
     if agent is None:
         raise Conflict("The call has no agent.", code="no_agent", details={"callId": call.id})
     balance = Tenant.select(Tenant.balance_minutes).where(Tenant.id == call.tenant_id).scalar()
