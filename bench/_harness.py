@@ -134,21 +134,27 @@ def worker(env: dict[str, str], *queues: str) -> Iterator[subprocess.Popen]:
 
 
 @contextmanager
-def gunicorn(app_path: str, env: dict[str, str] | None = None) -> Iterator[int]:
-    """Run gunicorn with the bench settings on a free port; yield the port."""
+def gunicorn(
+    app_path: str, env: dict[str, str] | None = None, log: Path | None = None
+) -> Iterator[int]:
+    """Run gunicorn with the bench settings on a free port; yield the port. Its output is
+    appended to log when given, else dropped."""
     port = free_port()
+    output = open(log, "a") if log else subprocess.DEVNULL  # closed below
     process = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", *GUNICORN_ARGS, "-b", f"127.0.0.1:{port}", app_path],
         cwd=ROOT,
         env={**os.environ, **(env or {})},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=output,
+        stderr=output,
     )
     try:
         _wait_for_port(port, process, f"gunicorn {app_path}")
         yield port
     finally:
         _stop(process)
+        if log:
+            output.close()  # type: ignore[union-attr]
 
 
 def load(
