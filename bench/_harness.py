@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -199,6 +199,17 @@ def load_wrk(
     }
 
 
+def run_clients(client: Callable[[], None], concurrency: int) -> float:
+    """Run client in `concurrency` threads at once; the seconds until the last one ends."""
+    threads = [threading.Thread(target=client) for _ in range(concurrency)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - started
+
+
 def load_python(
     port: int, path: str, headers: dict[str, str], *, seconds: float, concurrency: int
 ) -> dict[str, float]:
@@ -229,13 +240,7 @@ def load_python(
         warm.request("GET", path, headers=headers)
         warm.getresponse().read()
     warm.close()
-    threads = [threading.Thread(target=run) for _ in range(concurrency)]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - started
+    elapsed = run_clients(run, concurrency)
     latencies.sort()
     return {
         "rps": len(latencies) / elapsed,

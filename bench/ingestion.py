@@ -22,6 +22,7 @@ from _harness import (
     median_run,
     post_json,
     print_table,
+    run_clients,
     service_env,
     temp_sqlite_url,
 )
@@ -86,13 +87,7 @@ def lifecycles(port: int, seconds: float) -> dict[str, float]:
         with lock:
             done[0] += mine
 
-    threads = [threading.Thread(target=run) for _ in range(CONCURRENCY)]
-    began = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - began
+    elapsed = run_clients(run, CONCURRENCY)
     return {
         "lifecycles": done[0] / elapsed,
         "rps": 4 * done[0] / elapsed,
