@@ -184,7 +184,7 @@ def load_wrk(
         text=True,
         check=True,
     ).stdout
-    latency = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out, re.M))
+    latency = dict(re.findall(r"^\s+(50|99)%\s+(\S+)\s*$", out, re.M))
     if "99" not in latency:
         raise RuntimeError(f"wrk measured nothing on {path}:\n{out}")
     requests_done = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]

@@ -7,6 +7,7 @@ request at a time). Target: the 1,000,000-call p50 <= 1.3 x the 10,000-call p50.
 Usage: python bench/calls_list.py [SMALL] [LARGE]   (default 10,000 and 1,000,000)
 """
 
+import logging
 import statistics
 import sys
 import time
@@ -25,6 +26,7 @@ def main() -> None:
     small = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
     large = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000_000
     app = create_app({"DATABASE_URL": temp_sqlite_url(), "REDIS_URL": None, "QUEUE_MODE": "inline"})
+    logging.getLogger("app.requests").setLevel(logging.WARNING)  # no line per request
     app.logger.disabled = True
     with app.app_context():
         db.upgrade()
