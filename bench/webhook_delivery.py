@@ -139,8 +139,10 @@ def main() -> None:
         call_id = seed(database_url, url)
         env = service_env(database_url)
         signed = queue_deliveries(database_url, call_id)
-        plain = plain_loop(url, signed)
+        # The worker first: the receiver notes each event id's first arrival, and the plain
+        # loop sends the same event ids again.
         rate = worker_rate(env, url, receiver_stats(url)["count"])
+        plain = plain_loop(url, signed)
         with gunicorn("wsgi:app", env) as port, worker(env, "webhooks"):
             latencies = end_to_end(port, url)
     ratio = rate / plain
