@@ -1,9 +1,10 @@
 """Database binding: one DatabaseProxy, SQLite or PostgreSQL from DATABASE_URL, migrations."""
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import peewee
@@ -32,6 +33,25 @@ class BaseModel(peewee.Model):
     if TYPE_CHECKING:
         # peewee adds <foreign key>_id accessors at run time; let the type checker see them.
         def __getattr__(self, name: str) -> Any: ...
+
+    @classmethod
+    def find(cls, pk: Any) -> Any:
+        """The row whose primary key is pk, or None.
+
+        Fixed SQL (see raw_sql): the services look rows up by id many times per request, and
+        compiling peewee's SELECT of every column each time cost more than running it.
+        """
+        table, column = cls._meta.table_name, cls._meta.primary_key.column_name  # type: ignore[union-attr]
+        sql = raw_sql(f'SELECT * FROM "{table}" WHERE "{column}" = ?')
+        return next(iter(cls.raw(sql, pk)), None)
+
+    @classmethod
+    def get_by_id(cls, pk: Any) -> Any:
+        """peewee's get_by_id (DoesNotExist when absent), through find()."""
+        row = cls.find(pk)
+        if row is None:
+            raise cls.DoesNotExist(f"{cls.__name__} {pk} does not exist.")  # type: ignore[attr-defined]
+        return row
 
 
 def resolve_url(url: str, project_root: str) -> str:
@@ -79,6 +99,45 @@ def raw_sql(text: str) -> str:
     """
     param = database.obj.param
     return text if param == "?" else text.replace("?", param)
+
+
+# Fields whose database value is already the Python value (no conversion needed per row).
+_PLAIN_FIELDS = (
+    peewee.CharField,
+    peewee.TextField,
+    peewee.IntegerField,
+    peewee.BigIntegerField,
+    peewee.AutoField,
+    peewee.ForeignKeyField,  # every key here is a CharField id
+)
+
+
+def select_rows(
+    model: type[peewee.Model], sql: str, params: Sequence[Any]
+) -> list[SimpleNamespace]:
+    """Rows of fixed SQL (? placeholders, columns of model's table) as plain read-only objects.
+
+    Each column is converted by its model field where the database value differs from the
+    Python one (times, JSON, booleans). Several times cheaper than model instances, for
+    list endpoints that only read.
+    """
+    cursor = database.execute_sql(raw_sql(sql), params)
+    names = [column[0] for column in cursor.description]
+    fields = model._meta.columns  # type: ignore[attr-defined]
+    converters = [
+        None if type(fields[name]) in _PLAIN_FIELDS else fields[name].python_value for name in names
+    ]
+    if not any(converters):
+        return [SimpleNamespace(**dict(zip(names, row, strict=True))) for row in cursor]
+    return [
+        SimpleNamespace(
+            **{
+                name: value if convert is None or value is None else convert(value)
+                for name, value, convert in zip(names, row, converters, strict=True)
+            }
+        )
+        for row in cursor
+    ]
 
 
 def is_sqlite() -> bool:

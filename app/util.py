@@ -5,11 +5,19 @@ import string
 from datetime import UTC, datetime
 
 _ID_ALPHABET = string.ascii_lowercase + string.digits
+# Random bytes map to the 36 characters; bytes from 252 (7 x 36) up are dropped, so every
+# character stays equally likely. One translate() in C instead of a choice() per character.
+_ID_USABLE = 7 * len(_ID_ALPHABET)
+_ID_TABLE = bytes(ord(_ID_ALPHABET[byte % len(_ID_ALPHABET)]) for byte in range(256))
+_ID_DROPPED = bytes(range(_ID_USABLE, 256))
 
 
 def new_id(prefix: str, length: int = 20) -> str:
     """A resource id: prefix, underscore and random lowercase alphanumerics (never sequential)."""
-    return prefix + "_" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(length))
+    chars = b""
+    while len(chars) < length:
+        chars += secrets.token_bytes(length + 8).translate(_ID_TABLE, _ID_DROPPED)
+    return prefix + "_" + chars[:length].decode()
 
 
 def utcnow() -> datetime:

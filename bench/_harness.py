@@ -4,7 +4,9 @@ Benchmarks are not tests: each one compares the service with a baseline in the s
 the same machine and prints a table of ratios.
 """
 
+import atexit
 import http.client
+import json
 import os
 import re
 import shutil
@@ -15,7 +17,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -32,35 +34,127 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
+RUNTIME_TOKEN = "bench-runtime-token"
+RUNTIME_HEADERS = {"Authorization": f"Bearer {RUNTIME_TOKEN}", "Content-Type": "application/json"}
+
+
 def temp_sqlite_url() -> str:
-    return f"sqlite:///{tempfile.mkdtemp(prefix='va-bench-')}/bench.db"
+    """A SQLite file in a fresh folder, removed when the benchmark exits."""
+    folder = tempfile.mkdtemp(prefix="va-bench-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return f"sqlite:///{folder}/bench.db"
+
+
+def fresh_redis() -> str:
+    """The bench Redis database, flushed; exits with a message when Redis does not answer."""
+    import redis
+
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).flushdb()
+    except redis.RedisError as exc:
+        sys.exit(f"This benchmark needs Redis at {REDIS_URL} (BENCH_REDIS_URL): {exc}")
+    return REDIS_URL
+
+
+def service_env(database_url: str, **extra: str) -> dict[str, str]:
+    """Environment of a service process (gunicorn or worker.py) on the bench database."""
+    return {
+        "DATABASE_URL": database_url,
+        "REDIS_URL": REDIS_URL,
+        "QUEUE_MODE": "rq",
+        "RUNTIME_TOKEN": RUNTIME_TOKEN,
+        "ALLOW_PRIVATE_URLS": "1",
+        **extra,
+    }
+
+
+def _wait_for_port(port: int, process: subprocess.Popen, what: str) -> None:
+    deadline = time.time() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if time.time() > deadline or process.poll() is not None:
+                raise RuntimeError(f"{what} did not start") from None
+            time.sleep(0.1)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 @contextmanager
-def gunicorn(app_path: str, env: dict[str, str] | None = None) -> Iterator[int]:
-    """Run gunicorn with the bench settings on a free port; yield the port."""
+def receiver() -> Iterator[str]:
+    """bench/_receiver.py in its own process (not competing with the bench for the GIL);
+    yield its base URL."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", *GUNICORN_ARGS, "-b", f"127.0.0.1:{port}", app_path],
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
+        [sys.executable, str(ROOT / "bench" / "_receiver.py"), str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.time() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.time() > deadline or process.poll() is not None:
-                    raise RuntimeError(f"gunicorn {app_path} did not start") from None
-                time.sleep(0.1)
+        _wait_for_port(port, process, "the receiver")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        _stop(process)
+
+
+def receiver_stats(url: str) -> dict:
+    """What the receiver has seen: {"count": N, "received": {key: unix_seconds}}."""
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    connection.request("GET", "/_stats")
+    stats = json.loads(connection.getresponse().read())
+    connection.close()
+    return stats
+
+
+@contextmanager
+def worker(env: dict[str, str], *queues: str) -> Iterator[subprocess.Popen]:
+    """A real `python worker.py QUEUES…` process; stopped at the end."""
+    process = subprocess.Popen(
+        [sys.executable, "worker.py", *queues],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield process
+    finally:
+        _stop(process)
+
+
+@contextmanager
+def gunicorn(
+    app_path: str, env: dict[str, str] | None = None, log: Path | None = None
+) -> Iterator[int]:
+    """Run gunicorn with the bench settings on a free port; yield the port. Its output is
+    appended to log when given, else dropped."""
+    port = free_port()
+    output = open(log, "a") if log else subprocess.DEVNULL  # closed below
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", *GUNICORN_ARGS, "-b", f"127.0.0.1:{port}", app_path],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=output,
+        stderr=output,
+    )
+    try:
+        _wait_for_port(port, process, f"gunicorn {app_path}")
         yield port
     finally:
-        process.terminate()
-        process.wait(timeout=15)
+        _stop(process)
+        if log:
+            output.close()  # type: ignore[union-attr]
 
 
 def load(
@@ -90,7 +184,9 @@ def load_wrk(
         text=True,
         check=True,
     ).stdout
-    latency = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out, re.M))
+    latency = dict(re.findall(r"^\s+(50|99)%\s+(\S+)\s*$", out, re.M))
+    if "99" not in latency:
+        raise RuntimeError(f"wrk measured nothing on {path}:\n{out}")
     requests_done = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     errors = int(bad.group(1)) if bad else 0
@@ -101,6 +197,17 @@ def load_wrk(
         "errors": errors,
         "requests": requests_done,
     }
+
+
+def run_clients(client: Callable[[], None], concurrency: int) -> float:
+    """Run client in `concurrency` threads at once; the seconds until the last one ends."""
+    threads = [threading.Thread(target=client) for _ in range(concurrency)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - started
 
 
 def load_python(
@@ -133,13 +240,7 @@ def load_python(
         warm.request("GET", path, headers=headers)
         warm.getresponse().read()
     warm.close()
-    threads = [threading.Thread(target=run) for _ in range(concurrency)]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - started
+    elapsed = run_clients(run, concurrency)
     latencies.sort()
     return {
         "rps": len(latencies) / elapsed,
@@ -148,6 +249,21 @@ def load_python(
         "errors": errors[0],
         "requests": len(latencies),
     }
+
+
+def post_json(connection: http.client.HTTPConnection, path: str, body: object) -> dict:
+    """POST a JSON body on a keep-alive connection with the runtime token; the JSON answer."""
+    connection.request("POST", path, body=json.dumps(body), headers=RUNTIME_HEADERS)
+    response = connection.getresponse()
+    payload = response.read()
+    if response.status >= 300:
+        raise RuntimeError(f"POST {path}: {response.status} {payload[:300]!r}")
+    return json.loads(payload)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
 
 
 def median_run(runs: list[dict[str, float]]) -> dict[str, float]:

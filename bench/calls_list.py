@@ -1,98 +1,78 @@
-"""GET /api/v1/calls at a million calls for one tenant: each query's time against a full COUNT.
+"""Scaling of GET /api/v1/calls: p50 at 10,000 calls against p50 at 1,000,000 for a tenant.
 
-Usage: python bench/calls_list.py [CALLS]   (default 1,000,000; a SQLite file in a temp folder)
+Both tenants live in the same SQLite file, so the only difference is how many calls the
+tenant has. Each case is requested in alternating rounds through the app (in process, one
+request at a time). Target: the 1,000,000-call p50 <= 1.3 x the 10,000-call p50.
+
+Usage: python bench/calls_list.py [SMALL] [LARGE]   (default 10,000 and 1,000,000)
 """
 
-import random
+import logging
+import statistics
 import sys
-import tempfile
 import time
-from datetime import datetime, timedelta
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from _harness import percentile, print_table, temp_sqlite_url
+from seed import seed_tenant
 
-from app import create_app  # noqa: E402
-from app.models import Call, Tenant  # noqa: E402
-from app.services import agents as agent_service  # noqa: E402
-from app.services import keys as key_service  # noqa: E402
-from app.services import phone_numbers as number_service  # noqa: E402
-from app.services import tenants as tenant_service  # noqa: E402
-
-STATUSES = ("ended", "ended", "ended", "dropped", "failed")
+ROUNDS = 30
+PER_ROUND = 10
+TARGET = 1.3
 
 
-def seed(tenant, agents, number, count):
-    start = datetime(2025, 1, 1)
-    rows = []
-    for i in range(count):
-        rows.append(
-            {
-                "id": f"call_{i:020d}",  # new_id per row would dominate the seeding
-                "tenant": tenant.id,
-                "phone_number": number.id,
-                "agent": random.choice(agents).id,
-                "caller_number": "+628123456789",
-                "callee_number": number.display_number,
-                "status": random.choice(STATUSES),
-                "started_at": start + timedelta(seconds=30 * i),
-                "metadata": {},
-            }
-        )
-        if len(rows) == 10_000:
-            Call.insert_many(rows).execute()
-            rows = []
-    if rows:
-        Call.insert_many(rows).execute()
-    Tenant.update(calls_count=count).where(Tenant.id == tenant.id).execute()
+def main() -> None:
+    from app import create_app, db
 
-
-def timed(client, headers, path, repeat=5):
-    best = float("inf")
-    for _ in range(repeat):
-        began = time.perf_counter()
-        response = client.get(path, headers=headers)
-        best = min(best, time.perf_counter() - began)
-        assert response.status_code == 200, response.get_data(as_text=True)
-    return best
-
-
-def main():
-    count = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
-    folder = tempfile.mkdtemp()
-    app = create_app({"DATABASE_URL": f"sqlite:///{folder}/bench.db", "QUEUE_MODE": "inline"})
+    small = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
+    large = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000_000
+    app = create_app({"DATABASE_URL": temp_sqlite_url(), "REDIS_URL": None, "QUEUE_MODE": "inline"})
+    logging.getLogger("app.requests").setLevel(logging.WARNING)  # no line per request
+    app.logger.disabled = True
     with app.app_context():
-        from app import db
-
         db.upgrade()
-        tenant = tenant_service.create_tenant(name="bench", plan="enterprise", rate_limit=10**6)
-        agents = [
-            agent_service.create_agent(tenant=tenant, name=f"a{i}", system_prompt="x")
-            for i in range(4)
-        ]
-        number = number_service.add_number(tenant=tenant, display_number="+6221000001")
         began = time.perf_counter()
-        with db.database.atomic():
-            seed(tenant, agents, number, count)
-        print(f"seeded {count:,} calls in {time.perf_counter() - began:.1f} s")
-        headers = {"x-api-key": key_service.create_key(tenant=tenant, name="b")[1]}
-        client = app.test_client()
-        began = time.perf_counter()
-        Call.select().where(Call.tenant == tenant).count()
-        full_count = time.perf_counter() - began
-        day = (datetime(2025, 1, 1) + timedelta(seconds=15 * count)).date().isoformat()
-        cases = {
-            "first page": "/api/v1/calls",
-            "status=dropped": "/api/v1/calls?status=dropped",
-            f"agentId={agents[0].id[:12]}…": f"/api/v1/calls?agentId={agents[0].id}",
-            f"from={day}": f"/api/v1/calls?from={day}",
-            "offset=5000": "/api/v1/calls?offset=5000",
+        tenants = {
+            small: seed_tenant(name="small", calls=small, number="+6221000001"),
+            large: seed_tenant(name="large", calls=large, number="+6221000002"),
         }
-        print(f"full COUNT(*) of the tenant's calls: {full_count * 1000:.1f} ms")
-        print(f"{'request':<34}{'ms':>8}{'ratio to full count':>22}")
-        for name, path in cases.items():
-            seconds = timed(client, headers, path)
-            print(f"{name:<34}{seconds * 1000:>8.1f}{seconds / full_count:>22.3f}")
+        print(f"seeded {small + large:,} calls in {time.perf_counter() - began:.0f} s")
+    cases = {
+        "newest page": lambda seeded: "/api/v1/calls?limit=50",
+        "status=ended": lambda seeded: "/api/v1/calls?limit=50&status=ended",
+        "agentId=…": lambda seeded: f"/api/v1/calls?limit=50&agentId={seeded.agent_ids[0]}",
+        "offset=5000": lambda seeded: "/api/v1/calls?limit=50&offset=5000",
+    }
+    client = app.test_client()
+    times: dict[tuple[str, int], list[float]] = {(c, n): [] for c in cases for n in tenants}
+    for _ in range(ROUNDS):  # alternate, so drift on the machine hits both sizes alike
+        for case, path_of in cases.items():
+            for count, seeded in tenants.items():
+                path, headers = path_of(seeded), {"x-api-key": seeded.key}
+                for _ in range(PER_ROUND):
+                    started = time.perf_counter()
+                    response = client.get(path, headers=headers)
+                    times[case, count].append(time.perf_counter() - started)
+                    assert response.status_code == 200, response.get_data(as_text=True)
+    rows = []
+    for case in cases:
+        p50 = {count: statistics.median(times[case, count]) * 1000 for count in tenants}
+        ratio = p50[large] / p50[small]
+        rows.append(
+            [
+                case,
+                f"{p50[small]:.2f}",
+                f"{p50[large]:.2f}",
+                f"{percentile(times[case, large], 0.99) * 1000:.2f}",
+                f"{ratio:.2f}",
+                "yes" if ratio <= TARGET else "NO",
+            ]
+        )
+    print_table(
+        f"GET /api/v1/calls?limit=50 in process, {ROUNDS * PER_ROUND} requests per cell in "
+        f"alternating rounds; target p50 ratio <= {TARGET}",
+        ["request", f"p50 ms {small:,}", f"p50 ms {large:,}", "p99 ms large", "ratio", "met"],
+        rows,
+    )
 
 
 if __name__ == "__main__":

@@ -3,12 +3,16 @@
 Target: the limiter (counters in Redis) costs at most 10 % of throughput.
 """
 
-import os
-import sys
+from _harness import (
+    GUNICORN,
+    fresh_redis,
+    gunicorn,
+    load,
+    median_run,
+    print_table,
+    temp_sqlite_url,
+)
 
-from _harness import GUNICORN, gunicorn, load, median_run, print_table, temp_sqlite_url
-
-REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
 ROUNDS = 3
 
 
@@ -26,12 +30,7 @@ def seed(database_url: str) -> str:
 
 
 def main() -> None:
-    import redis
-
-    try:
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).flushdb()
-    except redis.RedisError as exc:
-        sys.exit(f"This benchmark needs Redis at {REDIS_URL} (BENCH_REDIS_URL): {exc}")
+    redis_url = fresh_redis()
     database_url = temp_sqlite_url()
     key = seed(database_url)
     headers = {"x-api-key": key}
@@ -41,7 +40,7 @@ def main() -> None:
         for label, enabled in configurations.items():
             env = {
                 "DATABASE_URL": database_url,
-                "REDIS_URL": REDIS_URL,
+                "REDIS_URL": redis_url,
                 "QUEUE_MODE": "inline",
                 "RATELIMIT_ENABLED": enabled,
             }

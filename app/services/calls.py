@@ -12,10 +12,11 @@ from typing import Any
 import peewee as pw
 
 from app import metrics, queue
+from app.db import select_rows
 from app.errors import Conflict, NotFound
 from app.models import Agent, Call, Function, PhoneNumber, Tenant
 from app.services import billing, events
-from app.services.pages import Page, paginate
+from app.services.pages import Page, bounded_count
 from app.util import isoformat, new_id, utcnow
 
 STATUSES = ("ringing", "answered", "ended", "dropped", "failed")
@@ -34,7 +35,7 @@ class StartedCall:
 
 def _runtime_call(call_id: str) -> Call:
     """A call by id, for the runtime, which reports calls of every tenant."""
-    call = Call.get_or_none(Call.id == call_id)
+    call = Call.find(call_id)
     if call is None:
         raise NotFound(f"Call {call_id} not found.")
     return call
@@ -46,13 +47,12 @@ def _update_if(call_id: str, condition: pw.Expression, **values: Any) -> tuple[b
     Inside a write transaction the row count is the arbiter: of two processes making the
     same change at once, exactly one sees a changed row.
     """
-    _runtime_call(call_id)
     changed = (
         Call.update(updated_at=utcnow(), **values).where((Call.id == call_id) & condition).execute()
     )
     if changed and "status" in values:
         metrics.CALLS.labels(values["status"]).inc()
-    return bool(changed), Call.get_by_id(call_id)
+    return bool(changed), _runtime_call(call_id)  # NotFound when there is no such call
 
 
 def _by_provider_id(tenant_id: str, provider_call_id: str | None) -> Call | None:
@@ -167,7 +167,7 @@ def _record_call(
 
 def session_for(call: Call) -> dict[str, Any]:
     """What the runtime needs to run the call: the agent's configuration and time limit."""
-    agent = Agent.get_or_none(Agent.id == call.agent_id)
+    agent = Agent.find(call.agent_id)
     if agent is None:
         raise Conflict("The call has no agent.", code="no_agent", details={"callId": call.id})
     balance = Tenant.select(Tenant.balance_minutes).where(Tenant.id == call.tenant_id).scalar()
@@ -337,6 +337,23 @@ def get_call(*, tenant: Tenant, call_id: str) -> Call:
     return call
 
 
+# The list's columns, in CallSchema's order; the list reads nothing else.
+LIST_COLUMNS = (
+    "id, phone_number_id, agent_id, caller_number, callee_number, direction, status, "
+    "started_at, ended_at, duration_seconds, talk_time_seconds, hangup_reason, "
+    "transcript_summary, ai_cost_idr, metadata"
+)
+# Each filter's condition; every combination with tenant_id leads an index of the call table.
+LIST_FILTERS = {
+    "status": "status = ?",
+    "agent_id": "agent_id = ?",
+    "phone_number_id": "phone_number_id = ?",
+    "direction": "direction = ?",
+    "from_": "started_at >= ?",
+    "to": "started_at < ?",
+}
+
+
 def list_calls(
     *,
     tenant: Tenant,
@@ -349,23 +366,32 @@ def list_calls(
     phone_number_id: str | None = None,
     direction: str | None = None,
 ) -> Page:
-    """Calls newest first. Unfiltered, total is the maintained count; filtered, it is bounded."""
-    query = _tenant_calls(tenant)
-    equal: dict[pw.Field, str | None] = {
-        Call.status: status,
-        Call.agent: agent_id,
-        Call.phone_number: phone_number_id,
-        Call.direction: direction,
+    """Calls newest first. Unfiltered, total is the maintained count; filtered, it is bounded.
+
+    Fixed SQL and plain rows (db.select_rows): building the query and 50 model instances
+    cost more CPU than the rest of the request.
+    """
+    given = {
+        "status": status,
+        "agent_id": agent_id,
+        "phone_number_id": phone_number_id,
+        "direction": direction,
+        "from_": from_ and Call.started_at.db_value(from_),
+        "to": to and Call.started_at.db_value(to),
     }
-    conditions: list[Any] = [col == value for col, value in equal.items() if value is not None]
-    if from_ is not None:
-        conditions.append(Call.started_at >= from_)
-    if to is not None:
-        conditions.append(Call.started_at < to)
-    total = None
-    if conditions:
-        query = query.where(*conditions)
+    filters = {name: value for name, value in given.items() if value is not None}
+    where = " AND ".join(["tenant_id = ?", *(LIST_FILTERS[name] for name in filters)])
+    params = [tenant.id, *filters.values()]
+    rows = select_rows(
+        Call,
+        f"SELECT {LIST_COLUMNS} FROM call WHERE {where} "
+        "ORDER BY started_at DESC, id DESC LIMIT ? OFFSET ?",
+        [*params, limit + 1, offset],
+    )
+    if filters:
+        total = bounded_count(f"SELECT 1 FROM call WHERE {where}", params)
     else:
         total = Tenant.select(Tenant.calls_count).where(Tenant.id == tenant.id).scalar()
-    query = query.order_by(Call.started_at.desc(), Call.id.desc())
-    return paginate(query, limit=limit, offset=offset, total=total)
+    return Page(
+        items=rows[:limit], total=total, limit=limit, offset=offset, has_more=len(rows) > limit
+    )

@@ -56,7 +56,7 @@ class Outcome:
 def invoke(*, call_id: str, function_name: str, parameters: dict[str, Any]) -> Outcome:
     """Run one function call for the runtime; the outcome is ready within ANSWER_WITHIN_S."""
     started = time.time()
-    call = Call.get_or_none(Call.id == call_id)
+    call = Call.find(call_id)
     if call is None:
         raise NotFound(f"Call {call_id} not found.")
     if call.status not in ACTIVE_STATUSES:
@@ -183,11 +183,11 @@ def _wait(invocation_id: str, *, deadline: float) -> Outcome:
 
 def run(invocation_id: str, endpoint_deadline: float) -> None:
     """The job: call the tenant's endpoint once, record the outcome, hand it to the waiter."""
-    invocation = FunctionInvocation.get_or_none(FunctionInvocation.id == invocation_id)
+    invocation = FunctionInvocation.find(invocation_id)
     if invocation is None or invocation.status != "pending":
         return
     started = endpoint_deadline - ENDPOINT_BUDGET_S
-    function = Function.get_or_none(Function.id == invocation.function_id)
+    function = Function.find(invocation.function_id)
     if function is None:
         outcome, status = Outcome.failure("unknown_function", "The function was deleted."), None
     elif endpoint_deadline - time.time() < SEND_MARGIN_S:
