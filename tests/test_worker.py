@@ -20,7 +20,7 @@ from app.models import Delivery
 from app.services import events
 from app.services import webhooks as webhook_service
 from tests.receiver import Answer, Receiver
-from tests.workers import SPEEDS, Workers
+from tests.workers import SPEEDS, free_port, wait_until
 
 SECRET = "worker-test-secret-value"
 
@@ -35,13 +35,6 @@ def app_config(app_config, redis_url, redis_client):
     }
 
 
-@pytest.fixture
-def workers(app, tmp_path):
-    started = Workers(app, tmp_path)
-    yield started
-    started.stop()
-
-
 def register(tenant, url, events=("call.ended",)):
     return webhook_service.create_webhook(
         tenant=tenant, url=url, events=list(events), secret=SECRET
@@ -51,20 +44,6 @@ def register(tenant, url, events=("call.ended",)):
 def emit(tenant, type="call.ended", **data):
     with queue.transaction():
         return events.emit(tenant_id=tenant.id, type=type, data={"callId": "call_1", **data})
-
-
-def wait_until(condition, timeout, message, workers=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(message + ("\n" + workers.logs() if workers else ""))
-
-
-def event_ids(receiver):
-    with receiver.lock:
-        return {request.headers["X-Service-Event-Id"] for request in receiver.requests}
 
 
 def test_worker_delivers_signed_events(tenant, workers):
@@ -129,12 +108,12 @@ def test_worker_killed_mid_burst_loses_nothing(tenant, workers):
                 wait_until(lambda: len(receiver.requests) >= 50, 30, "no progress", workers)
                 first.send_signal(signal.SIGKILL)
                 first.wait(10)
-        killed_at = len(event_ids(receiver))
+        killed_at = len(receiver.event_ids())
         emitted = time.monotonic()
         assert killed_at < 500
         workers.start()
-        wait_until(lambda: event_ids(receiver) >= sent, 90, "events missing", workers)
-    assert event_ids(receiver) == sent
+        wait_until(lambda: receiver.event_ids() >= sent, 90, "events missing", workers)
+    assert receiver.event_ids() == sent
     wait_until(
         lambda: Delivery.select().where(Delivery.status != "succeeded").count() == 0,
         20,
@@ -145,12 +124,6 @@ def test_worker_killed_mid_burst_loses_nothing(tenant, workers):
         f"500 events, worker killed after {killed_at}: {time.monotonic() - started:.1f}s "
         f"({emitted - started:.1f}s emitting)"
     )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class ThrowawayRedis:
@@ -210,8 +183,8 @@ def test_redis_outage_during_a_burst_loses_nothing(app, tenant, workers, throwaw
                 throwaway_redis.start()
             sent.add(emit(tenant, durationSeconds=number).id)
         emitted = time.monotonic()
-        wait_until(lambda: event_ids(receiver) >= sent, 90, "events missing", workers)
-    assert event_ids(receiver) == sent
+        wait_until(lambda: receiver.event_ids() >= sent, 90, "events missing", workers)
+    assert receiver.event_ids() == sent
     print(
         f"500 events through a Redis outage: {time.monotonic() - started:.1f}s "
         f"({emitted - started:.1f}s emitting)"
