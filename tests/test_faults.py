@@ -75,8 +75,11 @@ def assert_delivered(receiver, sent: set[str], workers, timeout: float = 60) -> 
     )
 
 
-def assert_no_lock_errors(workers) -> None:
-    assert "database is locked" not in workers.logs(tail=10**9)
+def assert_clean_logs(workers) -> None:
+    """No lock errors, and no webhook secret, in any process's log."""
+    logs = workers.logs(tail=10**9)
+    assert "database is locked" not in logs
+    assert SECRET not in logs
 
 
 @pytest.mark.slow
@@ -95,7 +98,7 @@ def test_receiver_down_for_a_while_then_back(tenant, workers):
     time.sleep(2)
     with Receiver(port=port) as receiver:
         assert_delivered(receiver, sent, workers)
-    assert_no_lock_errors(workers)
+    assert_clean_logs(workers)
 
 
 @pytest.mark.slow
@@ -115,7 +118,7 @@ def test_slow_receiver_is_retried_until_it_answers_in_time(tenant, workers):
         assert_delivered(receiver, sent, workers)
     timed_out = Delivery.select().where(Delivery.attempts > 1).count()
     assert timed_out > 0, "no delivery ever timed out"
-    assert_no_lock_errors(workers)
+    assert_clean_logs(workers)
 
 
 @pytest.mark.slow
@@ -133,7 +136,7 @@ def test_workers_killed_again_and_again_lose_nothing(tenant, workers):
             victim.wait(10)
             running.append(workers.start())
         assert_delivered(receiver, sent, workers, timeout=90)
-    assert_no_lock_errors(workers)
+    assert_clean_logs(workers)
 
 
 class RuntimeClient(threading.Thread):
@@ -208,7 +211,7 @@ def run_stack(tenant, did, workers, seconds: float, threads: int = 3) -> dict[st
         assert len(sent) == 4 * len(talk)
         assert_delivered(receiver, sent, workers, timeout=120)
     assert_charged_once(tenant, talk)
-    assert_no_lock_errors(workers)
+    assert_clean_logs(workers)
     return {"calls": len(talk), "events": len(sent), "requests": len(receiver.requests)}
 
 
