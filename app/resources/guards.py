@@ -16,6 +16,7 @@ from app.errors import BadRequest, NotFound, ValidationFailed
 MAX_JSON_DEPTH = 32
 NUL = "\x00"
 NUL_MESSAGE = "Must not contain NUL (U+0000) characters."
+TOO_DEEP = f"The request body is nested more than {MAX_JSON_DEPTH} levels deep."
 
 
 def _walk(body: Any, surrogates: bool) -> list[str]:
@@ -26,9 +27,7 @@ def _walk(body: Any, surrogates: bool) -> list[str]:
         value, depth, field = stack.pop()
         if isinstance(value, dict | list):
             if depth > MAX_JSON_DEPTH:
-                raise BadRequest(
-                    f"The request body is nested more than {MAX_JSON_DEPTH} levels deep."
-                )
+                raise BadRequest(TOO_DEEP)
             items = value.items() if isinstance(value, dict) else ((None, v) for v in value)
             for key, item in items:
                 owner = key if depth == 1 and key is not None else field
@@ -51,8 +50,9 @@ def _walk(body: Any, surrogates: bool) -> list[str]:
 
 def check_json_body(body: Any, raw: bytes) -> None:
     """400 for a body nested too deeply or holding an unpaired surrogate; 422 for a NUL."""
-    # Only a \\u escape can make an unpaired surrogate: skip the encode checks without one.
-    with_nul = _walk(body, surrogates=b"\\ud" in raw.lower())
+    # Only a \uD800-\uDFFF escape can make an unpaired surrogate: skip the encode checks
+    # without one (JSON's u is lower case; its hex digits are either).
+    with_nul = _walk(body, surrogates=b"\\ud" in raw or b"\\uD" in raw)
     if with_nul:
         raise ValidationFailed(
             "Invalid value for " + ", ".join(with_nul) + ".",
@@ -67,9 +67,7 @@ class JsonBodyParser(FlaskParser):
         try:
             body = super()._raw_load_json(req)
         except RecursionError:
-            raise BadRequest(
-                f"The request body is nested more than {MAX_JSON_DEPTH} levels deep."
-            ) from None
+            raise BadRequest(TOO_DEEP) from None
         if body is not core.missing:
             check_json_body(body, req.get_data(cache=True))
         return body
