@@ -18,27 +18,13 @@ from standardwebhooks.webhooks import Webhook as StandardWebhook
 from app import queue
 from app.models import Delivery
 from app.services import events
-from app.services import webhooks as webhook_service
 from tests.receiver import Answer, Receiver
-from tests.workers import SPEEDS, free_port, wait_until
-
-SECRET = "worker-test-secret-value"
+from tests.workers import WEBHOOK_SECRET, free_port, register_webhook, rq_config, wait_until
 
 
 @pytest.fixture
 def app_config(app_config, redis_url, redis_client):
-    return {
-        **app_config,
-        "REDIS_URL": redis_url,
-        "QUEUE_MODE": "rq",
-        **{name: float(value) for name, value in SPEEDS.items()},
-    }
-
-
-def register(tenant, url, events=("call.ended",)):
-    return webhook_service.create_webhook(
-        tenant=tenant, url=url, events=list(events), secret=SECRET
-    )
+    return rq_config(app_config, redis_url)
 
 
 def emit(tenant, type="call.ended", **data):
@@ -48,7 +34,7 @@ def emit(tenant, type="call.ended", **data):
 
 def test_worker_delivers_signed_events(tenant, workers):
     with Receiver() as receiver:
-        register(tenant, receiver.url, events=["call.started", "call.ended", "credits.low"])
+        register_webhook(tenant, receiver.url, events=["call.started", "call.ended", "credits.low"])
         workers.start()
         sent = [
             emit(tenant, "call.started", phoneNumberId="pn_1"),
@@ -59,7 +45,7 @@ def test_worker_delivers_signed_events(tenant, workers):
         requests = receiver.wait_for(3, timeout=20)
         time.sleep(0.3)  # nothing more arrives
     assert len(receiver.requests) == 3
-    key = base64.b64encode(SECRET.encode()).decode()
+    key = base64.b64encode(WEBHOOK_SECRET.encode()).decode()
     by_id = {request.headers["webhook-id"]: request for request in requests}
     assert set(by_id) == {sent[0].id, sent[1].id, sent[3].id}
     for request in requests:
@@ -72,7 +58,7 @@ def test_worker_delivers_signed_events(tenant, workers):
 def test_worker_retries_until_the_receiver_recovers(tenant, workers):
     answers = iter([Answer(500), Answer(503, headers={"Retry-After": "1"}), Answer(200)])
     with Receiver(lambda request: next(answers)) as receiver:
-        register(tenant, receiver.url)
+        register_webhook(tenant, receiver.url)
         workers.start()
         event = emit(tenant)
         requests = receiver.wait_for(3, timeout=30)
@@ -99,7 +85,7 @@ def test_worker_killed_mid_burst_loses_nothing(tenant, workers):
     """SIGKILL in the middle of 500 events; a new worker and the sweeper deliver them all."""
     started = time.monotonic()
     with Receiver() as receiver:
-        register(tenant, receiver.url)
+        register_webhook(tenant, receiver.url)
         first = workers.start()
         sent = set()
         for number in range(500):
@@ -171,7 +157,7 @@ def test_redis_outage_during_a_burst_loses_nothing(app, tenant, workers, throwaw
     app.extensions.pop("redis", None)
     started = time.monotonic()
     with Receiver() as receiver:
-        register(tenant, receiver.url)
+        register_webhook(tenant, receiver.url)
         workers.start(throwaway_redis.url)
         sent = set()
         for number in range(500):

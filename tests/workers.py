@@ -15,6 +15,28 @@ SPEEDS = {
 }
 
 
+WEBHOOK_SECRET = "worker-test-secret-value"
+
+
+def rq_config(app_config: dict, redis_url: str) -> dict:
+    """The test app's settings for real queues: Redis, rq mode and the SPEEDS."""
+    return {
+        **app_config,
+        "REDIS_URL": redis_url,
+        "QUEUE_MODE": "rq",
+        **{name: float(value) for name, value in SPEEDS.items()},
+    }
+
+
+def register_webhook(tenant, url: str, events=("call.ended",)):
+    """A webhook of tenant signed with WEBHOOK_SECRET."""
+    from app.services import webhooks as webhook_service
+
+    return webhook_service.create_webhook(
+        tenant=tenant, url=url, events=list(events), secret=WEBHOOK_SECRET
+    )
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
