@@ -67,6 +67,10 @@ API_SPEC_OPTIONS = {
             "functions. Authenticate with the `x-api-key` header.\n\n"
             "**Errors** always have the body "
             '`{"error": {"code", "message", "details", "requestId"}}`.\n\n'
+            "**Request bodies** are JSON (415 otherwise) of at most 1 MiB (413), nested at most "
+            "32 levels deep (400). No string, id or query parameter may contain the NUL "
+            "character U+0000: such a body or parameter is refused with 422, such an id "
+            "with 404.\n\n"
             "**Rate limits** are per tenant, all keys together: starter 60, business 300 "
             "requests per minute, enterprise as agreed. Every authenticated tenant API response "
             "carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` "

@@ -84,5 +84,8 @@ def _log_request(response: Response) -> Response:
 def init_app(app: Flask) -> None:
     if not app.testing:
         configure(app.config["LOG_FORMAT"], app.config["LOG_LEVEL"])
+    # peewee logs every query with its parameters at DEBUG: webhook and signing secrets
+    # among them. Keep them out even when LOG_LEVEL is DEBUG.
+    logging.getLogger("peewee").setLevel(logging.INFO)
     app.before_request(_start_timer)
     app.after_request(_log_request)

@@ -79,6 +79,7 @@ def resolve(func_path: str) -> Any:
 
 BACKGROUND_QUEUES = ("webhooks",)  # inline mode: nobody waits for these jobs' results
 SWEEP_JOB = "app.services.deliveries.sweep"
+ONCE_PREFIX = "voiceagent:enqueued:"
 
 
 def enqueue(
@@ -100,7 +101,7 @@ def enqueue(
     try:
         client = redis_connection()
         if once_key is not None:
-            if not client.set("voiceagent:enqueued:" + once_key, 1, nx=True, ex=once_ttl):
+            if not client.set(ONCE_PREFIX + once_key, 1, nx=True, ex=once_ttl):
                 return True
         Queue(queue_name, connection=client).enqueue(func_path, *args)
     except Exception:  # Redis down: the sweeper enqueues it again from the database row
@@ -109,6 +110,16 @@ def enqueue(
         )
         return False
     return True
+
+
+def forget_once(once_key: str) -> None:
+    """Drop the mark of enqueue(once_key=...), so the next such enqueue goes through."""
+    if current_app.config["QUEUE_MODE"] != "rq":
+        return
+    try:
+        redis_connection().delete(ONCE_PREFIX + once_key)
+    except Exception:  # Redis down: the mark expires by itself
+        log.warning("could not clear the enqueue mark %s", once_key)
 
 
 def sweep_once() -> None:

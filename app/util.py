@@ -31,4 +31,4 @@ def isoformat(value: datetime | None) -> str | None:
         return None
     if value.tzinfo is not None:
         value = value.astimezone(UTC).replace(tzinfo=None)
-    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    return value.isoformat(timespec="milliseconds") + "Z"  # the year always has 4 digits

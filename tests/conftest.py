@@ -164,6 +164,16 @@ def redis_client(redis_url):
     client.close()
 
 
+@pytest.fixture
+def workers(app, tmp_path):
+    """Real worker.py (and gunicorn) processes on the test's database, stopped at the end."""
+    from tests.workers import Workers
+
+    started = Workers(app, tmp_path)
+    yield started
+    started.stop()
+
+
 DID = "+6221555010"
 
 

@@ -30,7 +30,7 @@ class Answer:
 class Receiver:
     """A threaded HTTP server. `answer` decides each response from the request (default 200)."""
 
-    def __init__(self, answer: Callable[[Received], Answer] | None = None) -> None:
+    def __init__(self, answer: Callable[[Received], Answer] | None = None, port: int = 0) -> None:
         self.requests: list[Received] = []
         self.answer = answer or (lambda request: Answer())
         self.lock = threading.Lock()
@@ -65,7 +65,7 @@ class Receiver:
             def log_message(self, *args) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
@@ -80,6 +80,11 @@ class Receiver:
     def __exit__(self, *exc) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def event_ids(self) -> set[str]:
+        """The X-Service-Event-Id of every request so far (webhook deliveries)."""
+        with self.lock:
+            return {request.headers["X-Service-Event-Id"] for request in self.requests}
 
     def wait_for(self, count: int, timeout: float = 10.0) -> list[Received]:
         """The requests once at least `count` have arrived; fails after timeout seconds."""

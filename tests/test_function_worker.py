@@ -11,24 +11,12 @@ from app.services import events
 from tests.call_flow import answer, start
 from tests.receiver import Answer, Receiver
 from tests.runtime.test_function_calls import define, echo, invoke
-from tests.workers import SPEEDS, Workers
+from tests.workers import rq_config
 
 
 @pytest.fixture
 def app_config(app_config, redis_url, redis_client):
-    return {
-        **app_config,
-        "REDIS_URL": redis_url,
-        "QUEUE_MODE": "rq",
-        **{name: float(value) for name, value in SPEEDS.items()},
-    }
-
-
-@pytest.fixture
-def workers(app, tmp_path):
-    started = Workers(app, tmp_path)
-    yield started
-    started.stop()
+    return rq_config(app_config, redis_url)
 
 
 def start_worker(workers, redis_client, queues):

@@ -45,13 +45,18 @@ def make_call(ctx) -> str:
     return call_service.start_call(did=number.display_number, caller_number="+628111222333").call.id
 
 
+def make_number(ctx) -> str:
+    """A number of tenant A that answers with A's agent (so unassigning it would show)."""
+    number = number_service.add_number(tenant=ctx["tenant"], display_number="+6221555099")
+    number_service.assign_agent(tenant=ctx["tenant"], number_id=number.id, agent_id=ctx["agent_id"])
+    return number.id
+
+
 # How to make, for tenant A, the resource each URL variable names. A route with a variable
 # missing here fails test_every_id_route_is_covered, so new routes cannot skip the check.
 FACTORIES = {
     "agent_id": lambda ctx: ctx["agent_id"],
-    "number_id": lambda ctx: (
-        number_service.add_number(tenant=ctx["tenant"], display_number="+6221555099").id
-    ),
+    "number_id": make_number,
     "name": lambda ctx: (
         function_service.create_function(
             tenant=ctx["tenant"], agent_id=ctx["agent_id"], **FUNCTION
@@ -62,7 +67,15 @@ FACTORIES = {
     "delivery_id": lambda ctx: make_delivery(ctx).id,
 }
 
-BODIES = {"assign-agent": {"agentId": None}, "functions": {**FUNCTION, "name": "other"}}
+# The body of each route that reads one: valid (the owner's same request succeeds, so the
+# other tenant's 404 is not a validation error in disguise) and changing something (so a
+# leak would show in the data). A body route missing here fails test_every_body_route_...
+BODIES = {
+    ("PATCH", "/api/v1/agents/<agent_id>"): {"name": "Taken over", "isActive": False},
+    ("POST", "/api/v1/agents/<agent_id>/functions"): {**FUNCTION, "name": "other"},
+    ("POST", "/api/v1/phone-numbers/<number_id>/assign-agent"): {"agentId": None},
+    ("PATCH", "/api/v1/webhooks/<webhook_id>"): {"isActive": False},
+}
 
 
 def id_routes(app):
@@ -70,6 +83,10 @@ def id_routes(app):
         if rule.rule.startswith("/api/v1/") and rule.arguments:
             for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
                 yield rule, method
+
+
+def openapi_path(rule) -> str:
+    return re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule.rule)
 
 
 def snapshot():
@@ -85,20 +102,51 @@ def test_every_id_route_is_covered(app):
     assert not missing, f"add an isolation factory for {missing}"
 
 
-def test_other_tenant_gets_404_and_changes_nothing(app, client, tenant, agent_id, other_headers):
+def test_every_body_route_has_a_valid_body(app, client):
+    paths = client.get("/api/v1/openapi.json").json["paths"]
+    reading = {
+        (method, rule.rule)
+        for rule, method in id_routes(app)
+        if "requestBody" in paths[openapi_path(rule)][method.lower()]
+    }
+    assert reading == set(BODIES)
+
+
+def test_other_tenant_gets_404_and_changes_nothing(
+    app, client, tenant, headers, agent_id, other_headers
+):
     ctx = {"tenant": tenant, "agent_id": agent_id}
     values = {name: factory(ctx) for name, factory in FACTORIES.items()}
-    checked = 0
+    checked = []
     for rule, method in id_routes(app):
         path = re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", lambda m: values[m.group(1)], rule.rule)
+        body = BODIES.get((method, rule.rule))
         before = snapshot()
-        body = BODIES.get(path.rsplit("/", 1)[-1]) if method in ("POST", "PATCH", "PUT") else None
         response = client.open(path, method=method, json=body, headers=other_headers)
         assert response.status_code == 404, f"{method} {path}: {response.status_code}"
         assert response.json["error"]["code"] == "not_found"
         assert snapshot() == before, f"{method} {path} changed data"
-        checked += 1
-    assert checked >= 4
+        if body is not None:
+            owner = client.open(path, method=method, json=body, headers=headers)
+            assert owner.status_code in (200, 201), f"{method} {path}: {owner.status_code}"
+        checked.append(f"{method} {rule.rule}")
+    assert len(checked) == 14, checked  # every tenant route and verb taking an id
+
+
+def test_lists_show_nothing_of_another_tenant(app, client, tenant, agent_id, other_headers):
+    """Every tenant list (a GET without an id) shows the other tenant none of A's records."""
+    ctx = {"tenant": tenant, "agent_id": agent_id}
+    values = [factory(ctx) for name, factory in FACTORIES.items() if name != "name"]
+    lists = [
+        rule.rule
+        for rule in app.url_map.iter_rules()
+        if rule.rule.startswith("/api/v1/") and not rule.arguments and "GET" in rule.methods
+    ]
+    for path in lists:
+        response = client.get(path, headers=other_headers)
+        assert response.status_code == 200, path
+        assert not [value for value in values if value in response.get_data(as_text=True)], path
+    assert len(lists) >= 7, lists
 
 
 @pytest.mark.parametrize("path", ["/api/v1/agents", "/api/v1/phone-numbers", "/api/v1/webhooks"])

@@ -18,34 +18,13 @@ from standardwebhooks.webhooks import Webhook as StandardWebhook
 from app import queue
 from app.models import Delivery
 from app.services import events
-from app.services import webhooks as webhook_service
 from tests.receiver import Answer, Receiver
-from tests.workers import SPEEDS, Workers
-
-SECRET = "worker-test-secret-value"
+from tests.workers import WEBHOOK_SECRET, free_port, register_webhook, rq_config, wait_until
 
 
 @pytest.fixture
 def app_config(app_config, redis_url, redis_client):
-    return {
-        **app_config,
-        "REDIS_URL": redis_url,
-        "QUEUE_MODE": "rq",
-        **{name: float(value) for name, value in SPEEDS.items()},
-    }
-
-
-@pytest.fixture
-def workers(app, tmp_path):
-    started = Workers(app, tmp_path)
-    yield started
-    started.stop()
-
-
-def register(tenant, url, events=("call.ended",)):
-    return webhook_service.create_webhook(
-        tenant=tenant, url=url, events=list(events), secret=SECRET
-    )
+    return rq_config(app_config, redis_url)
 
 
 def emit(tenant, type="call.ended", **data):
@@ -53,23 +32,9 @@ def emit(tenant, type="call.ended", **data):
         return events.emit(tenant_id=tenant.id, type=type, data={"callId": "call_1", **data})
 
 
-def wait_until(condition, timeout, message, workers=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(message + ("\n" + workers.logs() if workers else ""))
-
-
-def event_ids(receiver):
-    with receiver.lock:
-        return {request.headers["X-Service-Event-Id"] for request in receiver.requests}
-
-
 def test_worker_delivers_signed_events(tenant, workers):
     with Receiver() as receiver:
-        register(tenant, receiver.url, events=["call.started", "call.ended", "credits.low"])
+        register_webhook(tenant, receiver.url, events=["call.started", "call.ended", "credits.low"])
         workers.start()
         sent = [
             emit(tenant, "call.started", phoneNumberId="pn_1"),
@@ -80,7 +45,7 @@ def test_worker_delivers_signed_events(tenant, workers):
         requests = receiver.wait_for(3, timeout=20)
         time.sleep(0.3)  # nothing more arrives
     assert len(receiver.requests) == 3
-    key = base64.b64encode(SECRET.encode()).decode()
+    key = base64.b64encode(WEBHOOK_SECRET.encode()).decode()
     by_id = {request.headers["webhook-id"]: request for request in requests}
     assert set(by_id) == {sent[0].id, sent[1].id, sent[3].id}
     for request in requests:
@@ -93,7 +58,7 @@ def test_worker_delivers_signed_events(tenant, workers):
 def test_worker_retries_until_the_receiver_recovers(tenant, workers):
     answers = iter([Answer(500), Answer(503, headers={"Retry-After": "1"}), Answer(200)])
     with Receiver(lambda request: next(answers)) as receiver:
-        register(tenant, receiver.url)
+        register_webhook(tenant, receiver.url)
         workers.start()
         event = emit(tenant)
         requests = receiver.wait_for(3, timeout=30)
@@ -120,7 +85,7 @@ def test_worker_killed_mid_burst_loses_nothing(tenant, workers):
     """SIGKILL in the middle of 500 events; a new worker and the sweeper deliver them all."""
     started = time.monotonic()
     with Receiver() as receiver:
-        register(tenant, receiver.url)
+        register_webhook(tenant, receiver.url)
         first = workers.start()
         sent = set()
         for number in range(500):
@@ -129,12 +94,12 @@ def test_worker_killed_mid_burst_loses_nothing(tenant, workers):
                 wait_until(lambda: len(receiver.requests) >= 50, 30, "no progress", workers)
                 first.send_signal(signal.SIGKILL)
                 first.wait(10)
-        killed_at = len(event_ids(receiver))
+        killed_at = len(receiver.event_ids())
         emitted = time.monotonic()
         assert killed_at < 500
         workers.start()
-        wait_until(lambda: event_ids(receiver) >= sent, 90, "events missing", workers)
-    assert event_ids(receiver) == sent
+        wait_until(lambda: receiver.event_ids() >= sent, 90, "events missing", workers)
+    assert receiver.event_ids() == sent
     wait_until(
         lambda: Delivery.select().where(Delivery.status != "succeeded").count() == 0,
         20,
@@ -145,12 +110,6 @@ def test_worker_killed_mid_burst_loses_nothing(tenant, workers):
         f"500 events, worker killed after {killed_at}: {time.monotonic() - started:.1f}s "
         f"({emitted - started:.1f}s emitting)"
     )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class ThrowawayRedis:
@@ -198,7 +157,7 @@ def test_redis_outage_during_a_burst_loses_nothing(app, tenant, workers, throwaw
     app.extensions.pop("redis", None)
     started = time.monotonic()
     with Receiver() as receiver:
-        register(tenant, receiver.url)
+        register_webhook(tenant, receiver.url)
         workers.start(throwaway_redis.url)
         sent = set()
         for number in range(500):
@@ -210,8 +169,8 @@ def test_redis_outage_during_a_burst_loses_nothing(app, tenant, workers, throwaw
                 throwaway_redis.start()
             sent.add(emit(tenant, durationSeconds=number).id)
         emitted = time.monotonic()
-        wait_until(lambda: event_ids(receiver) >= sent, 90, "events missing", workers)
-    assert event_ids(receiver) == sent
+        wait_until(lambda: receiver.event_ids() >= sent, 90, "events missing", workers)
+    assert receiver.event_ids() == sent
     print(
         f"500 events through a Redis outage: {time.monotonic() - started:.1f}s "
         f"({emitted - started:.1f}s emitting)"

@@ -1,8 +1,10 @@
-"""Real worker.py processes for the tests, on the test's database and Redis."""
+"""Real worker.py and gunicorn processes for the tests, on the test's database and Redis."""
 
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -13,15 +15,54 @@ SPEEDS = {
 }
 
 
+WEBHOOK_SECRET = "worker-test-secret-value"
+
+
+def rq_config(app_config: dict, redis_url: str) -> dict:
+    """The test app's settings for real queues: Redis, rq mode and the SPEEDS."""
+    return {
+        **app_config,
+        "REDIS_URL": redis_url,
+        "QUEUE_MODE": "rq",
+        **{name: float(value) for name, value in SPEEDS.items()},
+    }
+
+
+def register_webhook(tenant, url: str, events=("call.ended",)):
+    """A webhook of tenant signed with WEBHOOK_SECRET."""
+    from app.services import webhooks as webhook_service
+
+    return webhook_service.create_webhook(
+        tenant=tenant, url=url, events=list(events), secret=WEBHOOK_SECRET
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(condition, timeout: float, message: str, workers=None) -> None:
+    """Poll condition until it holds; fail after timeout seconds (with the processes' logs)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(message + ("\n" + workers.logs() if workers else ""))
+
+
 class Workers:
-    """Starts worker.py processes on the app's database and Redis; stops them all at the end."""
+    """Starts worker.py (and gunicorn) processes on the app's database and Redis; stops them
+    all at the end. Keyword settings override the environment of the process started."""
 
     def __init__(self, app, log_dir: Path) -> None:
         self.app = app
         self.log_dir = log_dir
         self.processes: list[subprocess.Popen] = []
 
-    def start(self, redis_url: str | None = None, queues: tuple[str, ...] = ()) -> subprocess.Popen:
+    def _spawn(self, args: list[str], redis_url: str | None, settings: dict) -> subprocess.Popen:
         env = {
             **os.environ,
             "DATABASE_URL": self.app.config["DATABASE_URL"],
@@ -29,16 +70,43 @@ class Workers:
             "QUEUE_MODE": "rq",
             "ALLOW_PRIVATE_URLS": "1",
             **SPEEDS,
+            **{name: str(value) for name, value in settings.items()},
         }
-        with open(self.log_dir / f"worker-{len(self.processes)}.log", "w") as log:
-            process = subprocess.Popen(
-                [sys.executable, "worker.py", *queues], cwd=ROOT, env=env, stdout=log, stderr=log
-            )
+        with open(self.log_dir / f"{Path(args[0]).stem}-{len(self.processes)}.log", "w") as log:
+            process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=log)
         self.processes.append(process)
         return process
 
-    def logs(self) -> str:
-        return "\n".join(path.read_text()[-3000:] for path in sorted(self.log_dir.glob("*.log")))
+    def start(
+        self, redis_url: str | None = None, queues: tuple[str, ...] = (), **settings
+    ) -> subprocess.Popen:
+        return self._spawn([sys.executable, "worker.py", *queues], redis_url, settings)
+
+    def start_web(self, workers: int = 2, **settings) -> str:
+        """gunicorn with deploy/gunicorn.conf.py on a free loopback port; its base URL."""
+        port = free_port()
+        self._spawn(
+            [str(Path(sys.executable).parent / "gunicorn"), "-c", "deploy/gunicorn.conf.py",
+             "wsgi:app"],
+            None,
+            {
+                "WEB_CONCURRENCY": workers,
+                "BIND": f"127.0.0.1:{port}",
+                "PROMETHEUS_MULTIPROC_DIR": self.log_dir / "prometheus",
+                **settings,
+            },
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                return f"http://127.0.0.1:{port}"
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("gunicorn did not start:\n" + self.logs())
+
+    def logs(self, tail: int = 3000) -> str:
+        return "\n".join(path.read_text()[-tail:] for path in sorted(self.log_dir.glob("*.log")))
 
     def stop(self) -> None:
         for process in self.processes:

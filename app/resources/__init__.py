@@ -90,8 +90,9 @@ def document_errors(api: Api) -> None:
                 names.append("SERVICE_UNAVAILABLE")
             if re.search(r"\{[^}]+\}", path):
                 names.append("NOT_FOUND")
-            if method in ("post", "put", "patch") and "requestBody" in operation:
-                names.extend(BODY_ERRORS)
+            if method in ("post", "put", "patch"):
+                # Any body sent must be JSON (common.require_json_body), even where none is read.
+                names.extend(BODY_ERRORS if "requestBody" in operation else BODY_ERRORS[-1:])
             responses = operation.setdefault("responses", {})
             for name in names:
                 responses.setdefault(STATUS_OF[name], api.spec.components.get_ref("response", name))

@@ -9,6 +9,7 @@ from flask_smorest import Blueprint
 
 from app.auth import require_api_key, require_runtime_token
 from app.errors import AppError
+from app.resources.guards import JsonBodyParser, refuse_nul_characters
 from app.services.pages import COUNT_LIMIT
 from app.util import isoformat
 
@@ -33,7 +34,18 @@ def require_json_body() -> None:
         )
 
 
-class TenantBlueprint(Blueprint):
+class GuardedBlueprint(Blueprint):
+    """A blueprint whose requests pass the input guards: JSON bodies only, bounded, no NUL."""
+
+    ARGUMENTS_PARSER = JsonBodyParser()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.before_request(require_json_body)
+        self.before_request(refuse_nul_characters)
+
+
+class TenantBlueprint(GuardedBlueprint):
     """A blueprint of the tenant API (/api/v1): every request needs an API key.
 
     The key is checked by app.auth.authenticate_request, an app-level hook that runs before
@@ -43,19 +55,11 @@ class TenantBlueprint(Blueprint):
     authenticate = staticmethod(require_api_key)
     rate_limited = True
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.before_request(require_json_body)
 
-
-class RuntimeBlueprint(Blueprint):
+class RuntimeBlueprint(GuardedBlueprint):
     """A blueprint of the runtime API (/internal/v1): every request needs the runtime token."""
 
     authenticate = staticmethod(require_runtime_token)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.before_request(require_json_body)
 
 
 class Timestamp(ma.fields.DateTime):
@@ -95,6 +99,28 @@ class StrictBoolean(ma.fields.Boolean):
 def StrictInteger(**kwargs: Any) -> ma.fields.Integer:  # noqa: N802 - reads like a field class
     """An integer that must be a JSON integer (no "10", no 10.5)."""
     return ma.fields.Integer(strict=True, **kwargs)
+
+
+# The largest integer a request may carry where a 32-bit database column stores it.
+MAX_INT32 = 2**31 - 1
+
+# The receiver URLs the OpenAPI document promises to accept: ASCII, a host and an optional
+# port, path and query. app.outbound.check_url is the full rule (https only, and no private
+# host, unless ALLOW_PRIVATE_URLS is set).
+URL_PATTERN = r"^https?://[A-Za-z0-9._~%!$&'()*+,;=-]+(:[0-9]{1,4})?([/?#][!-~]*)?$"
+
+
+def ReceiverUrl(description: str, **kwargs: Any) -> ma.fields.String:  # noqa: N802
+    """A URL the service will call (webhook url, function endpoint)."""
+    return ma.fields.String(
+        validate=ma.validate.Length(1, 2048),
+        metadata={
+            "description": description + " http:// and private hosts only where the server "
+            "allows them (development).",
+            "pattern": URL_PATTERN,
+        },
+        **kwargs,
+    )
 
 
 def unique_items(values: list[Any]) -> None:
@@ -177,8 +203,8 @@ class PageArgsSchema(Schema):
     )
     offset = ma.fields.Integer(
         load_default=0,
-        validate=ma.validate.Range(min=0),
-        metadata={"description": "Rows to skip (default 0)."},
+        validate=ma.validate.Range(0, MAX_INT32),
+        metadata={"description": f"Rows to skip (default 0, at most {MAX_INT32:,})."},
     )
 
 

@@ -6,10 +6,11 @@ from marshmallow import fields, validate
 
 from app.resources.agents.schemas import E164
 from app.resources.calls.schemas import CallDetailSchema
-from app.resources.common import Schema, StrictInteger, UtcDateTime
+from app.resources.common import MAX_INT32, Schema, StrictInteger, UtcDateTime
 from app.services.calls import DIRECTIONS, END_STATUSES
 
 E164_ERROR = "Must be an international number such as +6221555010."
+MAX_CALL_SECONDS = 86_400  # a day: far above any call's length, inside every integer column
 
 
 class CallStartSchema(Schema):
@@ -95,14 +96,17 @@ class CallEndSchema(Schema):
     duration_seconds = StrictInteger(
         data_key="durationSeconds",
         required=True,
-        validate=validate.Range(min=0),
-        metadata={"description": "Seconds from start to end."},
+        validate=validate.Range(0, MAX_CALL_SECONDS),
+        metadata={"description": "Seconds from start to end (at most 86,400)."},
     )
     talk_time_seconds = StrictInteger(
         data_key="talkTimeSeconds",
         required=True,
-        validate=validate.Range(min=0),
-        metadata={"description": "Seconds of conversation; ceil(talkTimeSeconds / 60) is charged."},
+        validate=validate.Range(0, MAX_CALL_SECONDS),
+        metadata={
+            "description": "Seconds of conversation (at most 86,400); "
+            "ceil(talkTimeSeconds / 60) is charged."
+        },
     )
     hangup_reason = fields.String(
         data_key="hangupReason",
@@ -119,8 +123,8 @@ class CallEndSchema(Schema):
     ai_cost_idr = StrictInteger(
         data_key="aiCostIdr",
         required=True,
-        validate=validate.Range(min=0),
-        metadata={"description": "AI cost of the call in IDR."},
+        validate=validate.Range(0, MAX_INT32),
+        metadata={"description": f"AI cost of the call in IDR (at most {MAX_INT32:,})."},
     )
     ended_at = UtcDateTime(
         data_key="endedAt",

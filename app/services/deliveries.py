@@ -98,6 +98,10 @@ def retry_delay(
     return delay * current_app.config["WEBHOOK_RETRY_SCALE"]
 
 
+QUEUED = "delivery:"  # the sweeper's once-key of a delivery whose job waits in the queue
+QUEUED_MARK_LEASES = 10  # how many lease periods that mark lasts at most
+
+
 def claim(delivery_id: str) -> datetime | None:
     """Take the lease of a due, unleased pending delivery; the lease's expiry, or None."""
     now = utcnow()
@@ -118,6 +122,7 @@ def claim(delivery_id: str) -> datetime | None:
 
 def attempt(*, delivery_id: str) -> str | None:
     """Make one attempt of a delivery if it is due and free; its status after, or None."""
+    queue.forget_once(QUEUED + delivery_id)  # no job of it waits now: the sweeper may send it
     lease_until = claim(delivery_id)
     if lease_until is None:
         return None
@@ -317,11 +322,16 @@ def sweep(limit: int = SWEEP_BATCH) -> int:
     )
     enqueued = 0
     for row in list(due):
-        # Once per due time: a backlog is not enqueued again on every sweep, a rescheduled
-        # delivery is.
-        key = f"{row.id}@{row.next_attempt_at}"
+        # Once while its job waits: the job clears the mark when it starts (attempt), so a
+        # backlog is not enqueued again every lease period (which flooded the queue with
+        # duplicates and slowed the drain), while a rescheduled delivery, or one whose job
+        # died, is. The mark expires by itself in case a queued job is lost.
         if not queue.enqueue(
-            "webhooks", "app.jobs.deliver_webhook", row.id, once_key=key, once_ttl=ttl
+            "webhooks",
+            "app.jobs.deliver_webhook",
+            row.id,
+            once_key=QUEUED + row.id,
+            once_ttl=max(1, QUEUED_MARK_LEASES * ttl),
         ):
             break  # Redis is down: the next sweep tries again
         enqueued += 1

@@ -255,7 +255,9 @@ def _call_endpoint(
         ), response.status_code
     try:
         answer = json.loads(response.body) if not response.truncated else None
-    except ValueError:
+        # Stored as UTF-8 text: an unpaired surrogate escape could not be.
+        json.dumps(answer, ensure_ascii=False).encode()
+    except (ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
         answer = None
     if not isinstance(answer, dict):
         return Outcome.failure(

@@ -38,6 +38,10 @@ def echo(request):
         return Answer(body=b"plain text, not JSON")
     if path.path == "/array":
         return Answer(body=b"[1, 2]")
+    if path.path == "/deep":  # deeper than the JSON decoder's recursion limit
+        return Answer(body=b'{"a": ' + b"[" * 5000 + b"]" * 5000 + b"}")
+    if path.path == "/surrogate":  # an unpaired surrogate cannot be stored as UTF-8
+        return Answer(body=b'{"name": "\\ud800"}')
     if path.path == "/fail":
         return Answer(status=500, body=b'{"error": "boom"}')
     return Answer(
@@ -183,6 +187,8 @@ def test_unknown_function(client, runtime_headers, call_id):
         ("/sleep", "function_timeout"),
         ("/text", "function_invalid_response"),
         ("/array", "function_invalid_response"),
+        ("/deep", "function_invalid_response"),
+        ("/surrogate", "function_invalid_response"),
         ("/fail", "function_http_error"),
     ],
 )

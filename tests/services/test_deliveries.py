@@ -275,6 +275,25 @@ def test_sweeper_leaves_a_fresh_delivery_to_its_queued_job(app, tenant):
     assert deliveries.sweep() == 1
 
 
+def test_sweeper_enqueues_a_backlog_once_until_its_job_starts(app, tenant, redis_url, redis_client):
+    """A delivery whose job still waits is not enqueued again every lease period."""
+    from rq import Queue
+
+    app.config.update(QUEUE_MODE="rq", REDIS_URL=redis_url, WEBHOOK_LEASE_SECONDS=1)
+    webhook = register(tenant, "http://127.0.0.1:9/")
+    delivery = new_delivery(tenant, webhook, created_at=utcnow() - timedelta(minutes=2))
+    waiting = Queue("webhooks", connection=redis_client)
+    assert deliveries.sweep() == 1
+    time.sleep(1.1)  # a lease period later the job still waits: no duplicate
+    deliveries.sweep()
+    assert waiting.count == 1
+    deliveries.attempt(delivery_id=delivery.id)  # the job runs: refused, rescheduled
+    make_due(delivery.id)
+    Delivery.update(lease_until=None).where(Delivery.id == delivery.id).execute()
+    deliveries.sweep()
+    assert waiting.count == 2  # the retry is enqueued
+
+
 def test_emit_creates_one_delivery_per_active_subscribed_webhook(tenant, other_tenant):
     with Receiver() as receiver:
         ended = register(tenant, receiver.url + "/a", events=["call.ended", "call.started"])

@@ -49,7 +49,7 @@ class AgentSchema(Schema):
         data_key="toolsEnabled",
         load_default=list,
         validate=[validate.Length(max=64), unique_items],
-        metadata={"description": "Names of the tools enabled for the agent."},
+        metadata={"description": "Names of the tools enabled for the agent.", "uniqueItems": True},
     )
     is_active = StrictBoolean(
         data_key="isActive",

@@ -14,10 +14,17 @@ class DateOrTimestamp(fields.String):
 
     default_error_messages = {"invalid": "Not an ISO 8601 date or timestamp."}
 
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("metadata", {})["anyOf"] = [
+            {"type": "string", "format": "date"},
+            {"type": "string", "format": "date-time"},
+        ]
+        super().__init__(**kwargs)
+
     def _deserialize(  # type: ignore[override]  # a String on the wire, a datetime loaded
         self, value: Any, attr: Any, data: Any, **kwargs: Any
     ) -> datetime:
-        text = super()._deserialize(value, attr, data, **kwargs).strip()
+        text = super()._deserialize(value, attr, data, **kwargs).strip().upper()
         try:
             if "T" not in text and " " not in text:
                 day = date.fromisoformat(text)

@@ -3,6 +3,7 @@
 from flask.views import MethodView
 
 from app.auth import current_tenant
+from app.errors import ErrorSchema
 from app.resources.common import TenantBlueprint
 from app.resources.functions.schemas import (
     FunctionCreatedSchema,
@@ -29,6 +30,7 @@ class Functions(MethodView):
 
     @blp.arguments(FunctionCreateSchema)
     @blp.response(201, FunctionCreatedSchema)
+    @blp.alt_response(409, schema=ErrorSchema, description="The agent has a function of that name.")
     def post(self, fields, agent_id):
         """Define a function on an agent"""
         return function_service.create_function(

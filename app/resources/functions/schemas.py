@@ -4,11 +4,19 @@ from typing import Any
 
 from marshmallow import ValidationError, fields, validate, validates_schema
 
-from app.resources.common import Schema, Timestamp
+from app.resources.common import ReceiverUrl, Schema, Timestamp
 from app.services.functions import JSON_TYPES
 
 NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+class ItemTypeSchema(Schema):
+    type = fields.String(
+        required=True,
+        validate=validate.OneOf(tuple(JSON_TYPES)),
+        metadata={"description": "string, number, integer, boolean, array or object."},
+    )
 
 
 class PropertySchema(Schema):
@@ -23,12 +31,15 @@ class PropertySchema(Schema):
         metadata={"description": "What the value means, for the AI."},
     )
     enum = fields.List(
-        fields.Raw(),
+        fields.Raw(allow_none=True),
         validate=validate.Length(1, 100),
         metadata={"description": "Optional: the only values allowed."},
     )
-    items = fields.Dict(
-        metadata={"description": 'Optional, for arrays: the items\' type, e.g. {"type": "string"}.'}
+    items = fields.Nested(
+        ItemTypeSchema,
+        metadata={
+            "description": 'Optional, for arrays: the items\' type, e.g. {"type": "string"}.'
+        },
     )
 
     def get_attribute(self, obj: Any, attr: str, default: Any) -> Any:
@@ -46,10 +57,12 @@ class PropertySchema(Schema):
             return
         if data["type"] != "array":
             raise ValidationError("Only arrays have items.", "items")
-        if set(items) - {"type"} or items.get("type") not in JSON_TYPES:
-            raise ValidationError(
-                'Must be {"type": T} with T one of ' + ", ".join(JSON_TYPES) + ".", "items"
-            )
+
+
+def at_most_64(properties: dict[str, Any]) -> None:
+    # A plain function, not validate.Length, which the document would show as maxLength.
+    if len(properties) > 64:
+        raise ValidationError("At most 64 parameters.")
 
 
 class ParametersSchema(Schema):
@@ -62,13 +75,21 @@ class ParametersSchema(Schema):
         keys=fields.String(validate=validate.Regexp(NAME, error="Not a valid parameter name.")),
         values=fields.Nested(PropertySchema),
         load_default=dict,
-        validate=validate.Length(max=64),
-        metadata={"description": "Parameter name to {type, description}."},
+        validate=at_most_64,
+        metadata={
+            "description": "Parameter name (letters, digits and _, not starting with a digit) "
+            "to {type, description}; at most 64.",
+            "maxProperties": 64,
+        },
     )
     required = fields.List(
         fields.String(),
         load_default=list,
-        metadata={"description": "Names of the parameters the AI must always pass."},
+        metadata={
+            "description": "Names of the parameters the AI must always pass, each declared "
+            "in properties.",
+            "uniqueItems": True,
+        },
     )
 
     @validates_schema
@@ -94,11 +115,7 @@ class FunctionSchema(Schema):
         validate=validate.Length(1, 2000),
         metadata={"description": "Tells the AI what the function does."},
     )
-    endpoint = fields.String(
-        required=True,
-        validate=validate.Length(1, 2048),
-        metadata={"description": "Your https URL that the service calls."},
-    )
+    endpoint = ReceiverUrl("Your https URL that the service calls.", required=True)
     method = fields.String(
         load_default="POST",
         validate=validate.OneOf(METHODS),

@@ -3,6 +3,7 @@
 from flask.views import MethodView
 
 from app.auth import current_tenant
+from app.errors import ErrorSchema
 from app.resources.common import TenantBlueprint
 from app.resources.webhooks.schemas import (
     DeliveryListSchema,
@@ -22,6 +23,8 @@ blp = TenantBlueprint(
     url_prefix="/api/v1/webhooks",
     description="Signed event deliveries to the tenant's URLs, with their delivery log.",
 )
+
+DISABLED = "The webhook is disabled: enable it (PATCH isActive true) first."
 
 
 @blp.route("")
@@ -73,6 +76,7 @@ class WebhookDeliveries(MethodView):
 @blp.route("/<webhook_id>/test")
 class WebhookTest(MethodView):
     @blp.response(202, DeliverySchema)
+    @blp.alt_response(409, schema=ErrorSchema, description=DISABLED)
     def post(self, webhook_id):
         """Send a signed webhook.test event to this webhook only"""
         return webhook_service.send_test(tenant=current_tenant(), webhook_id=webhook_id)
@@ -81,6 +85,7 @@ class WebhookTest(MethodView):
 @blp.route("/deliveries/<delivery_id>/retry")
 class DeliveryRetry(MethodView):
     @blp.response(202, DeliverySchema)
+    @blp.alt_response(409, schema=ErrorSchema, description=DISABLED)
     def post(self, delivery_id):
         """Send a delivery again now"""
         delivery = delivery_service.retry(tenant=current_tenant(), delivery_id=delivery_id)

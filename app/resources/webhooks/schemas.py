@@ -5,6 +5,7 @@ from marshmallow import fields, validate
 from app.resources.common import (
     PageArgsSchema,
     PaginationSchema,
+    ReceiverUrl,
     Schema,
     StrictBoolean,
     Timestamp,
@@ -16,19 +17,19 @@ from app.services.events import EVENT_TYPES
 
 class WebhookSchema(Schema):
     id = fields.String(dump_only=True, metadata={"description": "wh_…"})
-    url = fields.String(
+    url = ReceiverUrl(
+        "Receiver address: https, at most 2,048 characters, no user info, "
+        "not a private or loopback host.",
         required=True,
-        validate=validate.Length(1, 2048),
-        metadata={
-            "description": "Receiver address: https, at most 2,048 characters, no user info, "
-            "not a private or loopback host."
-        },
     )
     events = fields.List(
         fields.String(validate=validate.OneOf(EVENT_TYPES)),
         required=True,
         validate=[validate.Length(min=1, error="Subscribe to at least one event."), unique_items],
-        metadata={"description": "Event names to receive: " + ", ".join(EVENT_TYPES) + "."},
+        metadata={
+            "description": "Event names to receive: " + ", ".join(EVENT_TYPES) + ".",
+            "uniqueItems": True,
+        },
     )
     secret = fields.String(
         required=True,

@@ -1,0 +1,85 @@
+"""Input guards of the HTTP layer: bounded JSON bodies, and no NUL characters anywhere.
+
+Python's JSON decoder recurses once per nesting level, and PostgreSQL can neither store nor
+compare text holding U+0000, so without these a deep body or a NUL would end in a 500.
+"""
+
+from typing import Any
+
+import flask
+from flask import request
+from webargs import core
+from webargs.flaskparser import FlaskParser
+
+from app.errors import BadRequest, NotFound, ValidationFailed
+
+MAX_JSON_DEPTH = 32
+NUL = "\x00"
+NUL_MESSAGE = "Must not contain NUL (U+0000) characters."
+TOO_DEEP = f"The request body is nested more than {MAX_JSON_DEPTH} levels deep."
+
+
+def _walk(body: Any, surrogates: bool) -> list[str]:
+    """Check a parsed body without recursion; return the top-level fields holding a NUL."""
+    with_nul: list[str] = []
+    stack: list[tuple[Any, int, str]] = [(body, 1, "_schema")]
+    while stack:
+        value, depth, field = stack.pop()
+        if isinstance(value, dict | list):
+            if depth > MAX_JSON_DEPTH:
+                raise BadRequest(TOO_DEEP)
+            items = value.items() if isinstance(value, dict) else ((None, v) for v in value)
+            for key, item in items:
+                owner = key if depth == 1 and key is not None else field
+                if key is not None:
+                    stack.append((key, depth, owner))
+                stack.append((item, depth + 1, owner))
+        elif isinstance(value, str):
+            if NUL in value and field not in with_nul:
+                with_nul.append(field)
+            if surrogates:
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise BadRequest(
+                        "The request body is not valid JSON: it has an unpaired surrogate "
+                        "escape (\\ud800 to \\udfff)."
+                    ) from None
+    return with_nul
+
+
+def check_json_body(body: Any, raw: bytes) -> None:
+    """400 for a body nested too deeply or holding an unpaired surrogate; 422 for a NUL."""
+    # Only a \uD800-\uDFFF escape can make an unpaired surrogate: skip the encode checks
+    # without one (JSON's u is lower case; its hex digits are either).
+    with_nul = _walk(body, surrogates=b"\\ud" in raw or b"\\uD" in raw)
+    if with_nul:
+        raise ValidationFailed(
+            "Invalid value for " + ", ".join(with_nul) + ".",
+            details={field: [NUL_MESSAGE] for field in with_nul},
+        )
+
+
+class JsonBodyParser(FlaskParser):
+    """webargs' parser, with the guards of check_json_body on every JSON body."""
+
+    def _raw_load_json(self, req: flask.Request) -> Any:
+        try:
+            body = super()._raw_load_json(req)
+        except RecursionError:
+            raise BadRequest(TOO_DEEP) from None
+        if body is not core.missing:
+            check_json_body(body, req.get_data(cache=True))
+        return body
+
+
+def refuse_nul_characters() -> None:
+    """An id with a NUL names nothing (404); a query parameter with one is invalid (422)."""
+    if NUL in request.path:
+        raise NotFound()
+    invalid = [name for name, value in request.args.items(multi=True) if NUL in name + value]
+    if invalid:
+        raise ValidationFailed(
+            "Invalid value for " + ", ".join(invalid) + ".",
+            details={name: [NUL_MESSAGE] for name in invalid},
+        )

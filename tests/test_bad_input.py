@@ -1,0 +1,298 @@
+"""Hostile and broken input: each gets its documented 4xx and error body, never a 500.
+
+Oversize, deeply nested or non-JSON bodies, invalid UTF-8, unpaired surrogates, NUL
+characters, huge or negative paging, non-ISO dates, CR/LF header injection and SQL
+metacharacters, on every route they apply to; in both database passes (PostgreSQL refuses
+NUL characters that SQLite stores).
+"""
+
+import pytest
+
+from app.models import Agent
+from tests.call_flow import RUNTIME, start
+from tests.helpers import assert_error
+
+BODY_ROUTES = [
+    ("POST", "/api/v1/agents"),
+    ("PATCH", "/api/v1/agents/agent_x"),
+    ("POST", "/api/v1/agents/agent_x/functions"),
+    ("POST", "/api/v1/phone-numbers/pn_x/assign-agent"),
+    ("POST", "/api/v1/webhooks"),
+    ("PATCH", "/api/v1/webhooks/wh_x"),
+    ("POST", RUNTIME),
+    ("POST", f"{RUNTIME}/call_x/answered"),
+    ("POST", f"{RUNTIME}/call_x/transcript"),
+    ("POST", f"{RUNTIME}/call_x/ended"),
+    ("POST", f"{RUNTIME}/call_x/function-calls"),
+]
+PAGED = ["/api/v1/calls", "/api/v1/credits/transactions", "/api/v1/webhooks/{webhook}/deliveries"]
+
+
+@pytest.fixture
+def auth(headers, runtime_headers):
+    return lambda path: runtime_headers if path.startswith("/internal/") else headers
+
+
+@pytest.fixture
+def webhook_id(client, headers):
+    body = {"url": "https://hooks.example.com/in", "events": ["call.ended"], "secret": "s" * 16}
+    return client.post("/api/v1/webhooks", json=body, headers=headers).json["id"]
+
+
+def send(client, method, path, auth, data, content_type="application/json"):
+    return client.open(path, method=method, data=data, content_type=content_type, headers=auth)
+
+
+def test_body_routes_are_all_listed(client):
+    paths = client.get("/api/v1/openapi.json").json["paths"]
+    documented = {
+        (method.upper(), path)
+        for path, operations in paths.items()
+        for method, operation in operations.items()
+        if "requestBody" in operation
+    }
+    placeholders = {"agent_x": "{agent_id}", "pn_x": "{number_id}", "wh_x": "{webhook_id}"}
+    placeholders["call_x"] = "{call_id}"
+    listed = set()
+    for method, path in BODY_ROUTES:
+        for example, placeholder in placeholders.items():
+            path = path.replace(example, placeholder)
+        listed.add((method, path))
+    assert listed == documented
+
+
+@pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
+def test_body_over_one_mib_is_payload_too_large(client, auth, method, path):
+    body = '{"name": "' + "x" * (1024 * 1024) + '"}'
+    assert_error(send(client, method, path, auth(path), body), 413, "payload_too_large")
+
+
+@pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
+@pytest.mark.parametrize("nesting", ["[", '{"a":'])
+def test_ten_thousand_levels_of_json_are_a_bad_request(client, auth, method, path, nesting):
+    closing = "]" if nesting == "[" else "}"
+    body = nesting * 10_000 + "1" * (nesting != "[") + closing * 10_000
+    error = assert_error(send(client, method, path, auth(path), body), 400, "bad_request")
+    assert "nested more than 32 levels" in error["message"]
+
+
+def nested(depth: int) -> dict:
+    value: dict = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+def test_nesting_is_allowed_to_32_levels(client, runtime_headers, did):
+    call_id = start(client, runtime_headers, did).json["id"]
+    body = {"functionName": "nothing", "parameters": nested(31)}  # the body is level 1
+    ok = client.post(f"{RUNTIME}/{call_id}/function-calls", json=body, headers=runtime_headers)
+    assert ok.status_code == 200, ok.get_data(as_text=True)
+    body["parameters"] = nested(32)
+    deep = client.post(f"{RUNTIME}/{call_id}/function-calls", json=body, headers=runtime_headers)
+    assert_error(deep, 400, "bad_request")
+
+
+@pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/xml", "application/x-www-form-urlencoded"]
+)
+def test_non_json_body_is_unsupported_media_type(client, auth, method, path, content_type):
+    response = send(client, method, path, auth(path), '{"name": "x"}', content_type)
+    assert_error(response, 415, "unsupported_media_type")
+
+
+@pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
+def test_invalid_utf8_is_bad_request(client, auth, method, path):
+    response = send(client, method, path, auth(path), b'{"name": "\xff\xfe"}')
+    assert_error(response, 400, "bad_request")
+
+
+@pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
+def test_unpaired_surrogate_is_bad_request(client, auth, method, path):
+    response = send(client, method, path, auth(path), '{"name": "\\udc80"}')
+    error = assert_error(response, 400, "bad_request")
+    assert "surrogate" in error["message"]
+
+
+def test_surrogate_pair_is_a_character(client, headers):
+    body = '{"name": "\\ud83d\\ude00", "systemPrompt": "x"}'
+    response = client.post(
+        "/api/v1/agents", data=body, content_type="application/json", headers=headers
+    )
+    assert response.status_code == 201
+    assert response.json["name"] == "\U0001f600"
+
+
+def test_nul_in_a_body_string_is_a_validation_error(client, headers):
+    body = {"name": "a\x00b", "systemPrompt": "x", "toolsEnabled": ["ok"]}
+    error = assert_error(
+        client.post("/api/v1/agents", json=body, headers=headers), 422, "validation_error"
+    )
+    assert error["details"] == {"name": ["Must not contain NUL (U+0000) characters."]}
+
+
+def test_nul_deep_in_a_runtime_body_names_its_field(client, runtime_headers, did):
+    call_id = start(client, runtime_headers, did).json["id"]
+    body = {"functionName": "f", "parameters": {"a": [{"b": "\x00"}]}}
+    response = client.post(
+        f"{RUNTIME}/{call_id}/function-calls", json=body, headers=runtime_headers
+    )
+    assert assert_error(response, 422, "validation_error")["details"] == {
+        "parameters": ["Must not contain NUL (U+0000) characters."]
+    }
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/v1/agents/agent_%00", "/api/v1/calls/call_%00x", "/api/v1/webhooks/%00"]
+)
+def test_nul_in_an_id_is_not_found(client, headers, path):
+    assert_error(client.get(path, headers=headers), 404, "not_found")
+
+
+def test_nul_in_a_filter_is_a_validation_error(client, headers):
+    error = assert_error(
+        client.get("/api/v1/calls?agentId=agent_%00", headers=headers), 422, "validation_error"
+    )
+    assert set(error["details"]) == {"agentId"}
+
+
+@pytest.mark.parametrize("path", PAGED)
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("limit=1000000000000000000000000000000", "limit"),
+        ("limit=0", "limit"),
+        ("limit=101", "limit"),
+        ("limit=-1", "limit"),
+        ("limit=1e400", "limit"),
+        ("limit=NaN", "limit"),
+        ("limit=ten", "limit"),
+        ("offset=1000000000000000000000000000000", "offset"),
+        ("offset=-1", "offset"),
+        ("offset=2147483648", "offset"),
+        ("offset=0x10", "offset"),
+    ],
+)
+def test_bad_paging_is_a_validation_error_naming_it(
+    client, headers, webhook_id, path, query, field
+):
+    response = client.get(path.format(webhook=webhook_id) + "?" + query, headers=headers)
+    error = assert_error(response, 422, "validation_error")
+    assert set(error["details"]) == {field}
+
+
+@pytest.mark.parametrize("path", PAGED)
+def test_largest_offset_is_an_empty_page(client, headers, webhook_id, path):
+    response = client.get(path.format(webhook=webhook_id) + "?offset=2147483647", headers=headers)
+    assert response.status_code == 200
+    assert response.json["pagination"]["hasMore"] is False
+
+
+@pytest.mark.parametrize("field", ["from", "to"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "yesterday",
+        "2026-13-01",
+        "2026-02-30",
+        "2026-01-01T25:00:00",
+        "1764000000",
+        "",
+        "21/11/2026",
+    ],
+)
+def test_non_iso_date_is_a_validation_error_naming_it(client, headers, field, value):
+    response = client.get(f"/api/v1/calls?{field}={value}", headers=headers)
+    assert set(assert_error(response, 422, "validation_error")["details"]) == {field}
+
+
+@pytest.mark.parametrize(
+    "value", ["2026-11-21", "2026-11-21T09:15:02Z", "2026-11-21t09:15:02.120z"]
+)
+def test_iso_dates_are_accepted(client, headers, value):
+    assert client.get(f"/api/v1/calls?from={value}", headers=headers).status_code == 200
+
+
+def no_header_injected(response) -> None:
+    for name, value in response.headers.items():
+        assert "\r" not in value and "\n" not in value, name
+        assert name.lower() != "x-injected"
+
+
+@pytest.mark.parametrize("url", ["https://a.example/x\r\nX-Injected: 1", "https://a.example/\nx"])
+def test_crlf_in_a_webhook_url_is_refused(client, headers, url):
+    body = {"url": url, "events": ["call.ended"], "secret": "s" * 16}
+    response = client.post("/api/v1/webhooks", json=body, headers=headers)
+    assert set(assert_error(response, 422, "validation_error")["details"]) == {"url"}
+    no_header_injected(response)
+
+
+def test_crlf_in_a_function_endpoint_is_refused(client, headers, agent_id):
+    body = {
+        "name": "f",
+        "description": "d",
+        "endpoint": "https://a.example/\r\nX-Injected: 1",
+        "parameters": {"type": "object"},
+    }
+    response = client.post(f"/api/v1/agents/{agent_id}/functions", json=body, headers=headers)
+    assert set(assert_error(response, 422, "validation_error")["details"]) == {"endpoint"}
+
+
+def test_crlf_in_a_name_is_stored_verbatim_and_never_a_header(client, headers):
+    name = "Front desk\r\nX-Injected: 1\r\n\r\n<html>"
+    created = client.post(
+        "/api/v1/agents", json={"name": name, "systemPrompt": "x"}, headers=headers
+    )
+    assert created.status_code == 201
+    no_header_injected(created)
+    fetched = client.get(f"/api/v1/agents/{created.json['id']}", headers=headers)
+    assert fetched.json["name"] == name
+    no_header_injected(fetched)
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/api/v1/agents/x%0d%0aX-Injected:%201", "/api/v1/calls/x%0aX-Injected:1", "/nothing%0d%0ax"],
+)
+def test_crlf_in_a_path_is_not_found_and_never_a_header(client, headers, path):
+    response = client.get(path, headers=headers)
+    assert_error(response, 404, "not_found")
+    no_header_injected(response)
+
+
+SQL = [
+    "' OR '1'='1",
+    "x'; DROP TABLE agent; --",
+    '" OR ""="',
+    "1 UNION SELECT * FROM api_key",
+    "%",
+    "_",
+]
+
+
+@pytest.mark.parametrize("value", SQL)
+@pytest.mark.parametrize(
+    "template",
+    ["/api/v1/agents/{}", "/api/v1/calls/{}", "/api/v1/webhooks/{}", "/api/v1/agents/{}/functions"],
+)
+def test_sql_metacharacters_in_an_id_are_not_found(client, headers, agent_id, template, value):
+    assert_error(client.get(template.format(value), headers=headers), 404, "not_found")
+
+
+@pytest.mark.parametrize("value", SQL)
+def test_sql_metacharacters_in_a_filter_match_nothing(client, headers, runtime_headers, did, value):
+    start(client, runtime_headers, did)
+    for name in ("agentId", "phoneNumberId"):
+        response = client.get("/api/v1/calls", query_string={name: value}, headers=headers)
+        assert response.status_code == 200
+        assert response.json["calls"] == []
+
+
+@pytest.mark.parametrize("value", SQL)
+def test_sql_metacharacters_in_a_name_are_stored_verbatim(client, headers, agent_id, value):
+    body = {"name": value, "systemPrompt": value, "greetingText": value}
+    created = client.post("/api/v1/agents", json=body, headers=headers)
+    assert created.status_code == 201
+    assert {created.json[key] for key in ("name", "systemPrompt", "greetingText")} == {value}
+    assert Agent.select().count() == 2  # and the table is still there
