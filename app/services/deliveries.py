@@ -99,7 +99,10 @@ def retry_delay(
 
 
 QUEUED = "delivery:"  # the sweeper's once-key of a delivery whose job waits in the queue
-QUEUED_MARK_LEASES = 10  # how many lease periods that mark lasts at most
+# How many lease periods that mark lasts at most (an hour in production): it only matters
+# for a job lost between leaving the queue and starting, and every lapse re-enqueues the
+# whole backlog once.
+QUEUED_MARK_LEASES = 60
 
 
 def claim(delivery_id: str) -> datetime | None:
@@ -325,7 +328,7 @@ def sweep(limit: int = SWEEP_BATCH) -> int:
         # Once while its job waits: the job clears the mark when it starts (attempt), so a
         # backlog is not enqueued again every lease period (which flooded the queue with
         # duplicates and slowed the drain), while a rescheduled delivery, or one whose job
-        # died, is. The mark expires by itself in case a queued job is lost.
+        # died, is.
         if not queue.enqueue(
             "webhooks",
             "app.jobs.deliver_webhook",
