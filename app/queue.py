@@ -34,14 +34,21 @@ _deferred: ContextVar[list[tuple[str, str, tuple[Any, ...]]] | None] = ContextVa
 )
 
 
-def redis_connection() -> Redis:
-    """The app's Redis client (one per process, created on first use)."""
-    client = current_app.extensions.get("redis")
+def redis_connection(*, blocking: bool = False) -> Redis:
+    """The app's Redis client (one per process, created on first use).
+
+    blocking=True gives a second client whose socket timeout outlasts the longest blocking
+    read (waiting for a function call's result), so such a wait is not cut short.
+    """
+    name = "redis_blocking" if blocking else "redis"
+    client = current_app.extensions.get(name)
     if client is None:
         client = Redis.from_url(
-            current_app.config["REDIS_URL"], socket_connect_timeout=2, socket_timeout=5
+            current_app.config["REDIS_URL"],
+            socket_connect_timeout=2,
+            socket_timeout=10 if blocking else 5,
         )
-        current_app.extensions["redis"] = client
+        current_app.extensions[name] = client
     return client
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from flask import current_app
-from redis import Redis, RedisError
+from redis import RedisError
 
 from app import metrics, outbound, queue
 from app.errors import Conflict, NotFound
@@ -146,23 +146,12 @@ def _finish(
     return True
 
 
-def _blocking_redis() -> Redis:
-    """A client whose socket timeout outlasts the longest wait for a result."""
-    client = current_app.extensions.get("redis_blocking")
-    if client is None:
-        client = Redis.from_url(
-            current_app.config["REDIS_URL"], socket_connect_timeout=1, socket_timeout=10
-        )
-        current_app.extensions["redis_blocking"] = client
-    return client
-
-
 def _wait(invocation_id: str, *, deadline: float) -> Outcome:
     """The invocation's outcome, or function_timeout once the deadline has passed."""
     if current_app.config["QUEUE_MODE"] == "rq":
         remaining = deadline - time.time()
         try:
-            answer = _blocking_redis().blpop(
+            answer = queue.redis_connection(blocking=True).blpop(
                 [RESULT_KEY + invocation_id], timeout=max(remaining, 0.01)
             )
         except RedisError:
