@@ -16,7 +16,7 @@ from standardwebhooks.webhooks import Webhook as StandardWebhook
 from app.services import tenants as tenant_service
 from tests.call_flow import RUNTIME, answer, end, start
 from tests.receiver import Answer, Receiver
-from tests.workers import SPEEDS, Workers
+from tests.workers import rq_config
 
 SECRET = "end-to-end-secret-value"
 EVENTS = [
@@ -49,19 +49,7 @@ DATA_TYPES = {
 
 @pytest.fixture
 def app_config(app_config, redis_url, redis_client):
-    return {
-        **app_config,
-        "REDIS_URL": redis_url,
-        "QUEUE_MODE": "rq",
-        **{name: float(value) for name, value in SPEEDS.items()},
-    }
-
-
-@pytest.fixture
-def workers(app, tmp_path):
-    started = Workers(app, tmp_path)
-    yield started
-    started.stop()
+    return rq_config(app_config, redis_url)
 
 
 def register(client, headers, url, events):
