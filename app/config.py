@@ -7,7 +7,7 @@ DATABASE_URL = "sqlite:///instance/voiceagent.db"
 # Redis for the RQ queues and the shared rate-limit counters. Unset: jobs run in-process.
 REDIS_URL = None
 
-# "rq" sends jobs to the RQ worker; "inline" runs them in the web process after commit.
+# "rq" sends jobs to worker.py through Redis; "inline" runs them in the web process after commit.
 # Unset: "rq" when REDIS_URL is set, "inline" otherwise.
 QUEUE_MODE = None
 
@@ -43,6 +43,10 @@ WEBHOOK_RETRY_SCALE = 1.0
 # Seconds between two runs of the sweeper that enqueues due deliveries (in worker.py, and in
 # the web process in inline mode).
 SWEEP_INTERVAL = 5.0
+
+# Threads of a worker serving the functions queue: how many function calls it makes at once
+# (each waits at most 5 s for the tenant's endpoint).
+FUNCTION_WORKER_THREADS = 8
 
 # Flask's secret key (not used for API keys, which are stored hashed).
 SECRET_KEY = "change-me"

@@ -20,6 +20,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import REGISTRY, Collector
 
+from app import queue
 from app.errors import NotFound, Unauthorized
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -57,7 +58,7 @@ CALLS = Counter("voiceagent_calls_total", "Calls by status reached.", ["status"]
 
 
 class QueueDepthCollector(Collector):
-    """RQ queue lengths, read from Redis at scrape time."""
+    """Queue lengths, read from Redis at scrape time."""
 
     def __init__(self, redis_url: str) -> None:
         self.redis_url = redis_url
@@ -66,12 +67,12 @@ class QueueDepthCollector(Collector):
         from redis import Redis, RedisError
 
         family = GaugeMetricFamily(
-            "voiceagent_queue_depth", "Jobs waiting in each RQ queue.", labels=["queue"]
+            "voiceagent_queue_depth", "Jobs waiting in each queue.", labels=["queue"]
         )
         try:
             client = Redis.from_url(self.redis_url, socket_connect_timeout=1, socket_timeout=1)
             for name in ("functions", "webhooks"):
-                family.add_metric([name], client.llen(f"rq:queue:{name}"))
+                family.add_metric([name], queue.depth(client, name))
         except RedisError:
             pass
         yield family

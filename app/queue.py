@@ -5,6 +5,13 @@ enqueued only after that transaction commits, so a job never sees uncommitted ro
 rolled-back change sends nothing. The database row stays the truth; a lost enqueue is
 picked up again by the delivery sweeper, which worker.py runs every SWEEP_INTERVAL seconds.
 
+The functions queue is not an RQ queue: a function call's caller is waiting on the line, and
+RQ's bookkeeping (a job hash, registries, heartbeats: a dozen Redis round trips a job) cost
+more than the rest of the hop. Its jobs are plain Redis list entries ([func_path, args] in
+JSON) that worker.py pops with BLPOP in several threads, so one slow tenant endpoint does not
+hold up the next call. Nothing there needs to survive an outage: a function call is never
+retried, and its caller records function_timeout when no answer comes.
+
 Inline mode (no Redis): jobs run in the process that enqueues them. A webhooks job enqueued
 during an HTTP request goes to one background thread of the web process, so the response
 never waits on a slow receiver; that thread also runs the sweeper, which is how retries
@@ -12,6 +19,7 @@ happen. Everything else (functions jobs, whose caller waits for the result anywa
 enqueued by the CLI or by the sweeper itself) runs at once in the calling thread.
 """
 
+import json
 import logging
 import queue as stdlib_queue
 import threading
@@ -23,7 +31,7 @@ from importlib import import_module
 from typing import Any
 
 from flask import Flask, current_app, has_request_context
-from redis import Redis
+from redis import Redis, RedisError
 
 from app.db import connection, database
 
@@ -85,6 +93,9 @@ def resolve(func_path: str) -> Any:
 
 
 BACKGROUND_QUEUES = ("webhooks",)  # inline mode: nobody waits for these jobs' results
+DIRECT_QUEUES = ("functions",)  # plain Redis lists served by DirectWorker, not RQ
+DIRECT_PREFIX = "voiceagent:queue:"
+DIRECT_TTL_S = 60  # a list nobody reads is dropped; its jobs' callers gave up long before
 SWEEP_JOB = "app.services.deliveries.sweep"
 ONCE_PREFIX = "voiceagent:enqueued:"
 
@@ -110,13 +121,29 @@ def enqueue(
         if once_key is not None:
             if not client.set(ONCE_PREFIX + once_key, 1, nx=True, ex=once_ttl):
                 return True
-        Queue(queue_name, connection=client).enqueue(func_path, *args)
+        if queue_name in DIRECT_QUEUES:
+            pipe = client.pipeline(transaction=False)
+            pipe.rpush(direct_key(queue_name), json.dumps([func_path, args]))
+            pipe.expire(direct_key(queue_name), DIRECT_TTL_S)
+            pipe.execute()
+        else:
+            Queue(queue_name, connection=client).enqueue(func_path, *args)
     except Exception:  # Redis down: the sweeper enqueues it again from the database row
         log.warning(
             "could not enqueue %s%s on %s; the sweeper will retry", func_path, args, queue_name
         )
         return False
     return True
+
+
+def direct_key(queue_name: str) -> str:
+    return DIRECT_PREFIX + queue_name
+
+
+def depth(client: Redis, queue_name: str) -> int:
+    """Jobs waiting in a queue (RQ or direct)."""
+    key = direct_key(queue_name) if queue_name in DIRECT_QUEUES else f"rq:queue:{queue_name}"
+    return int(client.llen(key))
 
 
 def forget_once(once_key: str) -> None:
@@ -150,6 +177,67 @@ def start_sweeper(app: Flask) -> threading.Thread:
     thread = threading.Thread(target=loop, name="delivery-sweeper", daemon=True)
     thread.start()
     return thread
+
+
+class DirectWorker:
+    """Serves a direct queue in `threads` threads, each popping and running one job at a time.
+
+    stop() lets every thread finish the job in hand (a function call is bounded by its
+    5-second budget) and returns once they have.
+    """
+
+    POP_TIMEOUT_S = 1  # how often an idle thread looks at the stop flag
+
+    def __init__(self, app: Flask, queue_name: str, threads: int) -> None:
+        self.app = app
+        self.key = direct_key(queue_name)
+        self.stopping = threading.Event()
+        self.threads = [
+            threading.Thread(target=self._serve, name=f"{queue_name}-{n}", daemon=True)
+            for n in range(threads)
+        ]
+        self._last_warning = 0.0
+
+    def start(self) -> None:
+        for thread in self.threads:
+            thread.start()
+
+    def stop(self, timeout: float = 15.0) -> None:
+        self.stopping.set()
+        deadline = time.monotonic() + timeout
+        for thread in self.threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _serve(self) -> None:
+        with self.app.app_context():
+            client = Redis.from_url(
+                self.app.config["REDIS_URL"],
+                socket_connect_timeout=2,
+                socket_timeout=self.POP_TIMEOUT_S + 5,
+                client_name="voiceagent-worker-" + self.key.removeprefix(DIRECT_PREFIX),
+            )
+            while not self.stopping.is_set():
+                try:
+                    popped = client.blpop([self.key], timeout=self.POP_TIMEOUT_S)
+                except RedisError as exc:
+                    self._warn(exc)
+                    self.stopping.wait(1.0)
+                    continue
+                if popped is not None:
+                    self._run(popped[1])
+
+    def _run(self, payload: bytes | str) -> None:
+        try:
+            func_path, args = json.loads(payload)
+            with connection():
+                resolve(func_path)(*args)
+        except Exception:
+            log.exception("job %s on %s failed", payload[:200], self.key)
+
+    def _warn(self, exc: Exception) -> None:
+        if time.monotonic() - self._last_warning >= 60 or not self._last_warning:
+            self._last_warning = time.monotonic()
+            log.warning("Redis is not answering (%s); %s waits", type(exc).__name__, self.key)
 
 
 _start_lock = threading.Lock()

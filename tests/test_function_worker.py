@@ -1,9 +1,10 @@
-"""Function calls through a real RQ worker process on Redis (the production path)."""
+"""Function calls through a real worker.py process on Redis (the production path)."""
 
+import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from rq import Worker
 
 from app import queue
 from app.models import Delivery, FunctionInvocation
@@ -11,7 +12,7 @@ from app.services import events
 from tests.call_flow import answer, start
 from tests.receiver import Answer, Receiver
 from tests.runtime.test_function_calls import define, echo, invoke
-from tests.workers import rq_config
+from tests.workers import rq_config, wait_for_worker, wait_until
 
 
 @pytest.fixture
@@ -21,10 +22,7 @@ def app_config(app_config, redis_url, redis_client):
 
 def start_worker(workers, redis_client, queues):
     workers.start(queues=queues)
-    deadline = time.monotonic() + 20
-    while not any(set(queues) <= set(w.queue_names()) for w in Worker.all(redis_client)):
-        assert time.monotonic() < deadline, "the worker did not start\n" + workers.logs()
-        time.sleep(0.05)
+    wait_for_worker(workers, redis_client, queues)
 
 
 @pytest.fixture
@@ -48,8 +46,8 @@ def test_function_call_through_the_worker(
     response = invoke(client, runtime_headers, call_id, orderId="A-17")
     assert response.json["result"]["status"] == "shipped"
     assert endpoint.requests[0].json()["callId"] == call_id
-    record = FunctionInvocation.get()
-    assert record.status == "succeeded" and record.http_status == 200
+    wait_until(lambda: FunctionInvocation.get().status == "succeeded", 5, "not recorded")
+    assert FunctionInvocation.get().http_status == 200
 
 
 def test_slow_endpoint_times_out_through_the_worker(
@@ -62,7 +60,7 @@ def test_slow_endpoint_times_out_through_the_worker(
     assert 4.9 < time.monotonic() - started < 5.5
     assert response.json["error"]["code"] == "function_timeout"
     assert len(endpoint.requests) == 1
-    assert FunctionInvocation.get().error_code == "function_timeout"
+    wait_until(lambda: FunctionInvocation.get().error_code == "function_timeout", 5, "not recorded")
 
 
 def test_without_a_worker_the_runtime_still_gets_an_answer_and_the_endpoint_no_late_call(
@@ -73,7 +71,7 @@ def test_without_a_worker_the_runtime_still_gets_an_answer_and_the_endpoint_no_l
     assert response.json["error"]["code"] == "function_timeout"
     start_worker(workers, redis_client, ("functions",))
     deadline = time.monotonic() + 10
-    while redis_client.llen("rq:queue:functions"):
+    while queue.depth(redis_client, "functions"):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     time.sleep(0.3)
@@ -102,3 +100,52 @@ def test_functions_do_not_wait_behind_a_webhook_backlog(
         assert time.monotonic() - started < 1.0
         assert response.json["result"]["status"] == "shipped"
         assert Delivery.select().where(Delivery.status == "pending").count() > 150
+
+
+def slow_answer(request):
+    return Answer(
+        delay=1.0, body=b'{"status": "shipped"}', headers={"Content-Type": "application/json"}
+    )
+
+
+def test_slow_calls_do_not_hold_each_other_up(
+    app, headers, client, runtime_headers, agent_id, call_id, workers, redis_client
+):
+    """One worker makes several calls at once (FUNCTION_WORKER_THREADS)."""
+    with Receiver(slow_answer) as slow:
+        start_worker(workers, redis_client, ("functions",))
+        define(client, headers, agent_id, slow.url + "/orders")
+        started = time.monotonic()
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(
+                pool.map(
+                    lambda _: invoke(app.test_client(), runtime_headers, call_id, orderId="A"),
+                    range(4),
+                )
+            )
+        elapsed = time.monotonic() - started
+    assert [a.json for a in answers] == [{"result": {"status": "shipped"}}] * 4
+    assert elapsed < 2.5  # one after the other would take 4 s
+
+
+def test_stopping_the_worker_finishes_the_call_in_hand(
+    app, headers, client, runtime_headers, agent_id, call_id, workers, redis_client
+):
+    with Receiver(slow_answer) as slow:
+        process = workers.start(queues=("functions",))
+        wait_for_worker(workers, redis_client, ("functions",))
+        define(client, headers, agent_id, slow.url + "/orders")
+        with ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(invoke, app.test_client(), runtime_headers, call_id, orderId="A")
+            slow.wait_for(1)
+            process.send_signal(signal.SIGTERM)
+            assert pending.result().json == {"result": {"status": "shipped"}}
+        assert process.wait(10) == 0
+    wait_until(lambda: FunctionInvocation.get().status == "succeeded", 5, "not recorded")
+
+
+def test_the_functions_queue_expires_when_nobody_reads_it(app, redis_client):
+    queue.enqueue("functions", "app.jobs.invoke_function", "fcall_x", 0.0)
+    key = queue.direct_key("functions")
+    assert queue.depth(redis_client, "functions") == 1
+    assert 0 < redis_client.ttl(key) <= queue.DIRECT_TTL_S

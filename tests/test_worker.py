@@ -67,17 +67,26 @@ def test_worker_retries_until_the_receiver_recovers(tenant, workers):
     wait_until(lambda: Delivery.get().status == "succeeded", 10, "not settled", workers)
 
 
-def record_order(name: str) -> None:
-    """A job for the queue-order test: appends its name to a Redis list."""
+def record(name: str, seconds: float = 0) -> None:
+    """A job for the queue test: appends its name to a Redis list, then sleeps."""
     queue.redis_connection().rpush("test:order", name)
+    time.sleep(seconds)
+    queue.redis_connection().rpush("test:order", name + " done")
 
 
-def test_worker_serves_functions_before_webhooks(app, redis_client, workers):
-    Queue("webhooks", connection=redis_client).enqueue(record_order, "webhooks")
-    Queue("functions", connection=redis_client).enqueue(record_order, "functions")
+def test_a_function_call_does_not_wait_for_the_webhook_job_in_hand(app, redis_client, workers):
+    """One worker.py serving both queues runs a function job while a delivery job is busy."""
+    Queue("webhooks", connection=redis_client).enqueue(record, "webhook", 3)
     workers.start()
-    wait_until(lambda: redis_client.llen("test:order") == 2, 20, "jobs not run", workers)
-    assert redis_client.lrange("test:order", 0, -1) == [b"functions", b"webhooks"]
+    wait_until(lambda: redis_client.llen("test:order") == 1, 20, "webhook job not run", workers)
+    queue.enqueue("functions", "tests.test_worker.record", "function")
+    wait_until(lambda: redis_client.llen("test:order") == 4, 20, "jobs not run", workers)
+    assert redis_client.lrange("test:order", 0, -1) == [
+        b"webhook",
+        b"function",
+        b"function done",
+        b"webhook done",
+    ]
 
 
 @pytest.mark.slow

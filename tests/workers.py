@@ -53,6 +53,22 @@ def wait_until(condition, timeout: float, message: str, workers=None) -> None:
     raise AssertionError(message + ("\n" + workers.logs() if workers else ""))
 
 
+def wait_for_worker(workers, redis_client, queues, timeout: float = 20) -> None:
+    """Wait until worker.py serves every one of queues: webhooks through RQ's worker registry,
+    functions through the named Redis connections of its threads."""
+
+    def serving() -> bool:
+        from rq import Worker
+
+        names = {client.get("name") for client in redis_client.client_list()}
+        return ("functions" not in queues or "voiceagent-worker-functions" in names) and (
+            "webhooks" not in queues
+            or any("webhooks" in w.queue_names() for w in Worker.all(redis_client))
+        )
+
+    wait_until(serving, timeout, "the worker did not start", workers)
+
+
 class Workers:
     """Starts worker.py (and gunicorn) processes on the app's database and Redis; stops them
     all at the end. Keyword settings override the environment of the process started."""

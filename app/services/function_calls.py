@@ -2,13 +2,15 @@
 and hands the JSON answer back to the voice runtime, always within 5.5 s.
 
 The web process records the invocation and puts it on the functions queue; a worker sends
-the signed request (the endpoint gets at most 5 s, 1 s of it to connect) and records the
-outcome, which the web process picks up from Redis (or, inline, straight from the database).
-An invocation is finished exactly once, by whichever side gets there first (the worker with
-the answer, or the web process when the deadline passes), and is never retried once sent.
+the signed request (the endpoint gets at most 5 s, 1 s of it to connect), hands the outcome
+to the waiting web process through Redis, then records it (inline, without Redis, it records
+it first and the web process reads the database). An invocation is finished exactly once, by
+whichever side records first (the worker with the answer, or the web process when the
+deadline passes), and is never retried once sent.
 """
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -18,11 +20,14 @@ from flask import current_app
 from redis import RedisError
 
 from app import metrics, outbound, queue
+from app.db import raw_sql
 from app.errors import Conflict, NotFound
 from app.models import Call, Function, FunctionInvocation
 from app.services import events
 from app.services.functions import argument_errors
 from app.util import new_id, utcnow
+
+log = logging.getLogger(__name__)
 
 ANSWER_WITHIN_S = 5.5  # the runtime always has an answer by then
 WAIT_S = 5.35  # stop waiting here, leaving time to record a timeout and answer
@@ -30,6 +35,7 @@ ENDPOINT_BUDGET_S = 5.0  # what the tenant's endpoint gets, connecting included
 CONNECT_TIMEOUT_S = 1.0
 SEND_MARGIN_S = 0.1  # too little time left to be worth sending
 RESULT_KEY = "voiceagent:function-result:"
+RECORD_ATTEMPTS = 3  # the worker's tries at recording an outcome it has already handed over
 BODY_METHODS = ("POST", "PUT", "PATCH")
 ACTIVE_STATUSES = ("ringing", "answered")
 
@@ -64,9 +70,7 @@ def invoke(*, call_id: str, function_name: str, parameters: dict[str, Any]) -> O
             f"Call {call_id} is {call.status}; functions run only during a call.",
             code="call_not_active",
         )
-    function = Function.get_or_none(
-        (Function.agent == call.agent_id) & (Function.name == function_name)
-    )
+    function = find_function(call.agent_id, function_name)
     with queue.transaction():
         invocation = FunctionInvocation.create(
             id=new_id("fcall"),
@@ -93,6 +97,12 @@ def invoke(*, call_id: str, function_name: str, parameters: dict[str, Any]) -> O
     metrics.FUNCTION_CALLS.labels(outcome.error["code"] if outcome.error else "ok").inc()
     metrics.FUNCTION_LATENCY.observe(time.time() - started)
     return outcome
+
+
+def find_function(agent_id: str | None, name: str) -> Function | None:
+    """The agent's function of that name (fixed SQL: this is on the caller's wait)."""
+    sql = raw_sql('SELECT * FROM "function" WHERE "agent_id" = ? AND "name" = ?')
+    return next(iter(Function.raw(sql, agent_id, name)), None)
 
 
 def _refusal(function: Function | None, name: str, parameters: dict[str, Any]) -> Outcome | None:
@@ -186,8 +196,26 @@ def run(invocation_id: str, endpoint_deadline: float) -> None:
         )
     else:
         outcome, status = _call_endpoint(function, invocation, endpoint_deadline)
-    if _finish(invocation_id, outcome, http_status=status, started=started):
-        _publish(invocation_id, outcome)
+    # The caller is waiting on the line: hand the answer over first, then record it. If the
+    # web process timed out meanwhile, its function_timeout is recorded first and this
+    # answer is dropped, so the record always matches what the runtime was told.
+    _publish(invocation_id, outcome)
+    _record(invocation_id, outcome, http_status=status, started=started)
+
+
+def _record(
+    invocation_id: str, outcome: Outcome, *, http_status: int | None, started: float
+) -> None:
+    """_finish, tried again a few times: the outcome has been handed over already."""
+    for attempt in range(1, RECORD_ATTEMPTS + 1):
+        try:
+            _finish(invocation_id, outcome, http_status=http_status, started=started)
+            return
+        except Exception:
+            if attempt == RECORD_ATTEMPTS:
+                raise
+            log.warning("recording function call %s failed; trying again", invocation_id)
+            time.sleep(0.2 * attempt)
 
 
 def signed_request(
