@@ -43,7 +43,7 @@ def finish_config(config: dict[str, Any]) -> None:
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the app: defaults, then instance/config.py, then environment, then test_config."""
-    app = Flask(__name__, instance_relative_config=True)
+    app = Flask(__name__, instance_relative_config=True, static_folder=None)
     app.config.from_object(default_config)
     app.config.from_pyfile("config.py", silent=True)
     load_environment(app.config)
@@ -62,9 +62,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     errors.init_app(app)
     queue.init_app(app)
 
-    from app.resources import register_blueprints
+    from app.resources import docs, register_blueprints
 
     register_blueprints(api)
+    app.register_blueprint(docs.blp)
 
     from app import cli
 

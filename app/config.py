@@ -63,7 +63,8 @@ OPENAPI_VERSION = "3.0.3"
 OPENAPI_URL_PREFIX = "/api/v1"
 OPENAPI_JSON_PATH = "openapi.json"
 OPENAPI_SWAGGER_UI_PATH = "docs"
-OPENAPI_SWAGGER_UI_URL = "https://cdn.jsdelivr.net/npm/swagger-ui-dist/"
+# Where the docs page loads Swagger UI from: served by the app itself (swagger-ui-bundle).
+OPENAPI_SWAGGER_UI_URL = "/static/swagger-ui/"
 API_SPEC_OPTIONS = {
     "info": {
         "description": (

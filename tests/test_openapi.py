@@ -1,5 +1,7 @@
 """The OpenAPI document: valid, secured, every error response and field documented."""
 
+import re
+
 from openapi_spec_validator import validate
 
 
@@ -13,9 +15,16 @@ def test_openapi_document_is_valid(client):
     validate(spec(client))
 
 
-def test_docs_page_is_served(client):
+def test_docs_page_is_served_with_its_own_assets(client):
     response = client.get("/api/v1/docs")
     assert response.status_code == 200 and b"swagger" in response.data.lower()
+    assets = re.findall(r'(?:src|href)="([^"]+)"', response.get_data(as_text=True))
+    assert len(assets) == 3  # the CSS and two scripts, none from another host
+    for url in assets:
+        assert url.startswith("/static/swagger-ui/")
+        with client.get(url) as asset:
+            assert asset.status_code == 200 and len(asset.data) > 1000, url
+    assert client.get("/static/swagger-ui/../../app/config.py").status_code == 404
 
 
 def test_every_tenant_operation_is_secured_and_documents_errors(client):
