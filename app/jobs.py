@@ -1,4 +1,6 @@
-"""RQ entry points: importable module-level functions that take ids."""
+"""Job entry points: importable module-level functions that take ids or plain values."""
+
+from typing import Any
 
 from app.db import connection
 from app.services import deliveries, function_calls
@@ -10,7 +12,7 @@ def deliver_webhook(delivery_id: str) -> None:
         deliveries.attempt(delivery_id=delivery_id)
 
 
-def invoke_function(invocation_id: str, endpoint_deadline: float) -> None:
-    """Call the tenant's endpoint for one function invocation (once, before the deadline)."""
+def invoke_function(invocation: dict[str, Any]) -> None:
+    """Call the tenant's endpoint for one function invocation (once, before its deadline)."""
     with connection():
-        function_calls.run(invocation_id, endpoint_deadline)
+        function_calls.run(function_calls.Invocation(**invocation))

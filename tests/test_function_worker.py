@@ -25,6 +25,12 @@ def start_worker(workers, redis_client, queues):
     wait_for_worker(workers, redis_client, queues)
 
 
+def recorded() -> FunctionInvocation:
+    """The one invocation, once the worker has recorded it (just after answering)."""
+    wait_until(lambda: FunctionInvocation.select().exists(), 5, "not recorded")
+    return FunctionInvocation.get()
+
+
 @pytest.fixture
 def endpoint():
     with Receiver(echo) as receiver:
@@ -46,8 +52,7 @@ def test_function_call_through_the_worker(
     response = invoke(client, runtime_headers, call_id, orderId="A-17")
     assert response.json["result"]["status"] == "shipped"
     assert endpoint.requests[0].json()["callId"] == call_id
-    wait_until(lambda: FunctionInvocation.get().status == "succeeded", 5, "not recorded")
-    assert FunctionInvocation.get().http_status == 200
+    assert recorded().status == "succeeded" and recorded().http_status == 200
 
 
 def test_slow_endpoint_times_out_through_the_worker(
@@ -60,7 +65,7 @@ def test_slow_endpoint_times_out_through_the_worker(
     assert 4.9 < time.monotonic() - started < 5.5
     assert response.json["error"]["code"] == "function_timeout"
     assert len(endpoint.requests) == 1
-    wait_until(lambda: FunctionInvocation.get().error_code == "function_timeout", 5, "not recorded")
+    assert recorded().error_code == "function_timeout"
 
 
 def test_without_a_worker_the_runtime_still_gets_an_answer_and_the_endpoint_no_late_call(
@@ -141,11 +146,11 @@ def test_stopping_the_worker_finishes_the_call_in_hand(
             process.send_signal(signal.SIGTERM)
             assert pending.result().json == {"result": {"status": "shipped"}}
         assert process.wait(10) == 0
-    wait_until(lambda: FunctionInvocation.get().status == "succeeded", 5, "not recorded")
+    assert recorded().status == "succeeded"
 
 
 def test_the_functions_queue_expires_when_nobody_reads_it(app, redis_client):
-    queue.enqueue("functions", "app.jobs.invoke_function", "fcall_x", 0.0)
+    queue.enqueue("functions", "tests.test_worker.record", "job")
     key = queue.direct_key("functions")
     assert queue.depth(redis_client, "functions") == 1
     assert 0 < redis_client.ttl(key) <= queue.DIRECT_TTL_S

@@ -1,18 +1,20 @@
 """Function calls: the AI asks for a function mid-call, the service calls the tenant's endpoint
 and hands the JSON answer back to the voice runtime, always within 5.5 s.
 
-The web process records the invocation and puts it on the functions queue; a worker sends
-the signed request (the endpoint gets at most 5 s, 1 s of it to connect), hands the outcome
-to the waiting web process through Redis, then records it (inline, without Redis, it records
-it first and the web process reads the database). An invocation is finished exactly once, by
-whichever side records first (the worker with the answer, or the web process when the
-deadline passes), and is never retried once sent.
+The web process checks the request and puts it on the functions queue; a worker sends the
+signed request (the endpoint gets at most 5 s, 1 s of it to connect), hands the outcome to
+the waiting web process through Redis, then records it (inline, without Redis, it records it
+and the web process reads the record). Nothing is written before the endpoint answers, so
+the caller waits on no database write. Each invocation is recorded exactly once, by
+whichever side gets there first (the worker with the answer, or the web process when the
+deadline passes: the primary key settles it), and is never retried once sent.
 """
 
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -38,6 +40,7 @@ RESULT_KEY = "voiceagent:function-result:"
 RECORD_ATTEMPTS = 3  # the worker's tries at recording an outcome it has already handed over
 BODY_METHODS = ("POST", "PUT", "PATCH")
 ACTIVE_STATUSES = ("ringing", "answered")
+TIMEOUT_MESSAGE = "The function did not answer within 5 seconds."
 
 
 @dataclass(frozen=True)
@@ -53,10 +56,27 @@ class Outcome:
         return cls(error={"code": code, "message": message})
 
     @classmethod
-    def of(cls, invocation: FunctionInvocation) -> "Outcome":
-        if invocation.status == "succeeded":
-            return cls(result=invocation.result)
-        return cls.failure(invocation.error_code or "", invocation.error_message or "")
+    def of(cls, record: FunctionInvocation) -> "Outcome":
+        if record.status == "succeeded":
+            return cls(result=record.result)
+        return cls.failure(record.error_code or "", record.error_message or "")
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One function call as the runtime asked for it: what the job carries."""
+
+    id: str
+    tenant_id: str
+    call_id: str
+    function_id: str | None
+    function_name: str
+    parameters: dict[str, Any]
+    started: float  # Unix time of the runtime's request
+
+    @property
+    def endpoint_deadline(self) -> float:
+        return self.started + ENDPOINT_BUDGET_S
 
 
 def invoke(*, call_id: str, function_name: str, parameters: dict[str, Any]) -> Outcome:
@@ -71,29 +91,21 @@ def invoke(*, call_id: str, function_name: str, parameters: dict[str, Any]) -> O
             code="call_not_active",
         )
     function = find_function(call.agent_id, function_name)
-    with queue.transaction():
-        invocation = FunctionInvocation.create(
-            id=new_id("fcall"),
-            tenant=call.tenant_id,
-            call=call.id,
-            function=function,
-            function_name=function_name,
-            parameters=parameters,
-        )
-        refused = _refusal(function, function_name, parameters)
-        if refused is not None:
-            _finish(invocation.id, refused, http_status=None, started=started)
-        else:
-            queue.defer(
-                "functions",
-                "app.jobs.invoke_function",
-                invocation.id,
-                started + ENDPOINT_BUDGET_S,
-            )
-    if refused is not None:
-        outcome = refused
+    invocation = Invocation(
+        id=new_id("fcall"),
+        tenant_id=call.tenant_id,
+        call_id=call.id,
+        function_id=function.id if function is not None else None,
+        function_name=function_name,
+        parameters=parameters,
+        started=started,
+    )
+    outcome = _refusal(function, function_name, parameters)
+    if outcome is not None:
+        _record(invocation, outcome, http_status=None)
     else:
-        outcome = _wait(invocation.id, deadline=started + WAIT_S)
+        queue.enqueue("functions", "app.jobs.invoke_function", asdict(invocation))
+        outcome = _wait(invocation)
     metrics.FUNCTION_CALLS.labels(outcome.error["code"] if outcome.error else "ok").inc()
     metrics.FUNCTION_LATENCY.observe(time.time() - started)
     return outcome
@@ -116,30 +128,33 @@ def _refusal(function: Function | None, name: str, parameters: dict[str, Any]) -
     return None
 
 
-def _finish(
-    invocation_id: str, outcome: Outcome, *, http_status: int | None, started: float
-) -> bool:
-    """Record the outcome and emit function.called, unless the invocation is already finished."""
+def _record(invocation: Invocation, outcome: Outcome, *, http_status: int | None) -> bool:
+    """Store the invocation with its outcome and emit function.called, unless it is stored
+    already (the other side got there first): False then."""
     with queue.transaction():
-        now = utcnow()
-        changed = (
-            FunctionInvocation.update(
+        inserted = (
+            FunctionInvocation.insert(
+                id=invocation.id,
+                tenant=invocation.tenant_id,
+                call=invocation.call_id,
+                function=invocation.function_id,
+                function_name=invocation.function_name,
+                parameters=invocation.parameters,
                 status="failed" if outcome.error else "succeeded",
                 result=outcome.result,
                 error_code=outcome.error and outcome.error["code"],
                 error_message=outcome.error and outcome.error["message"],
                 http_status=http_status,
-                latency_ms=int((time.time() - started) * 1000),
-                completed_at=now,
+                latency_ms=int((time.time() - invocation.started) * 1000),
+                created_at=datetime.fromtimestamp(invocation.started, UTC).replace(tzinfo=None),
+                completed_at=utcnow(),
             )
-            .where(
-                (FunctionInvocation.id == invocation_id) & (FunctionInvocation.status == "pending")
-            )
+            .on_conflict_ignore()
+            .as_rowcount()
             .execute()
         )
-        if not changed:
+        if not inserted:
             return False
-        invocation = FunctionInvocation.get_by_id(invocation_id)
         Call.update(function_calls_count=Call.function_calls_count + 1).where(
             Call.id == invocation.call_id
         ).execute()
@@ -156,70 +171,53 @@ def _finish(
     return True
 
 
-def _wait(invocation_id: str, *, deadline: float) -> Outcome:
-    """The invocation's outcome, or function_timeout once the deadline has passed."""
+def _wait(invocation: Invocation) -> Outcome:
+    """The invocation's outcome, or function_timeout once WAIT_S has passed."""
     if current_app.config["QUEUE_MODE"] == "rq":
-        remaining = deadline - time.time()
+        remaining = invocation.started + WAIT_S - time.time()
         try:
             answer = queue.redis_connection(blocking=True).blpop(
-                [RESULT_KEY + invocation_id], timeout=max(remaining, 0.01)
+                [RESULT_KEY + invocation.id], timeout=max(remaining, 0.01)
             )
         except RedisError:
             answer = None
         if answer is not None:
             return Outcome(**json.loads(answer[1]))
-    invocation = FunctionInvocation.get_by_id(invocation_id)
-    if invocation.status == "pending":
-        timeout = Outcome.failure(
-            "function_timeout", "The function did not answer within 5 seconds."
-        )
-        started = deadline - WAIT_S
-        if _finish(invocation_id, timeout, http_status=None, started=started):
-            return timeout
-        invocation = FunctionInvocation.get_by_id(invocation_id)
-    return Outcome.of(invocation)
+    timeout = Outcome.failure("function_timeout", TIMEOUT_MESSAGE)
+    if _record(invocation, timeout, http_status=None):
+        return timeout
+    return Outcome.of(FunctionInvocation.get_by_id(invocation.id))  # the worker's, first
 
 
-def run(invocation_id: str, endpoint_deadline: float) -> None:
-    """The job: call the tenant's endpoint once, record the outcome, hand it to the waiter."""
-    invocation = FunctionInvocation.find(invocation_id)
-    if invocation is None or invocation.status != "pending":
-        return
-    started = endpoint_deadline - ENDPOINT_BUDGET_S
+def run(invocation: Invocation) -> None:
+    """The job: call the tenant's endpoint once, hand the outcome to the waiter, record it."""
+    if FunctionInvocation.find(invocation.id) is not None:
+        return  # the waiter gave up and recorded function_timeout
     function = Function.find(invocation.function_id)
     if function is None:
         outcome, status = Outcome.failure("unknown_function", "The function was deleted."), None
-    elif endpoint_deadline - time.time() < SEND_MARGIN_S:
-        outcome, status = (
-            Outcome.failure("function_timeout", "The function did not answer within 5 seconds."),
-            None,
-        )
+        invocation = Invocation(**{**asdict(invocation), "function_id": None})
+    elif invocation.endpoint_deadline - time.time() < SEND_MARGIN_S:
+        outcome, status = Outcome.failure("function_timeout", TIMEOUT_MESSAGE), None
     else:
-        outcome, status = _call_endpoint(function, invocation, endpoint_deadline)
+        outcome, status = _call_endpoint(function, invocation)
     # The caller is waiting on the line: hand the answer over first, then record it. If the
     # web process timed out meanwhile, its function_timeout is recorded first and this
     # answer is dropped, so the record always matches what the runtime was told.
-    _publish(invocation_id, outcome)
-    _record(invocation_id, outcome, http_status=status, started=started)
-
-
-def _record(
-    invocation_id: str, outcome: Outcome, *, http_status: int | None, started: float
-) -> None:
-    """_finish, tried again a few times: the outcome has been handed over already."""
+    _publish(invocation.id, outcome)
     for attempt in range(1, RECORD_ATTEMPTS + 1):
         try:
-            _finish(invocation_id, outcome, http_status=http_status, started=started)
+            _record(invocation, outcome, http_status=status)
             return
         except Exception:
             if attempt == RECORD_ATTEMPTS:
                 raise
-            log.warning("recording function call %s failed; trying again", invocation_id)
+            log.warning("recording function call %s failed; trying again", invocation.id)
             time.sleep(0.2 * attempt)
 
 
 def signed_request(
-    function: Function, invocation: FunctionInvocation
+    function: Function, invocation: Invocation
 ) -> tuple[str, bytes | None, dict[str, str]]:
     """URL, body and headers of the request to the tenant's endpoint.
 
@@ -245,11 +243,9 @@ def signed_request(
     return f"{function.endpoint}{separator}{query}", None, headers
 
 
-def _call_endpoint(
-    function: Function, invocation: FunctionInvocation, endpoint_deadline: float
-) -> tuple[Outcome, int | None]:
+def _call_endpoint(function: Function, invocation: Invocation) -> tuple[Outcome, int | None]:
     url, body, headers = signed_request(function, invocation)
-    remaining = endpoint_deadline - time.time()
+    remaining = invocation.endpoint_deadline - time.time()
     sender = outbound.sender(current_app.config["ALLOW_PRIVATE_URLS"])
     try:
         response = sender.send(
@@ -261,9 +257,7 @@ def _call_endpoint(
             total=remaining,
         )
     except outbound.OutboundTimeout:
-        return Outcome.failure(
-            "function_timeout", "The function did not answer within 5 seconds."
-        ), None
+        return Outcome.failure("function_timeout", TIMEOUT_MESSAGE), None
     except outbound.OutboundError as exc:
         return Outcome.failure("function_unreachable", f"The endpoint is unreachable: {exc}"), None
     if not 200 <= response.status_code < 300:
