@@ -1,6 +1,6 @@
 """Function calls through the runtime API, against real endpoints on 127.0.0.1 (inline mode).
 
-The same calls through a real RQ worker are in tests/test_function_worker.py.
+The same calls through a real worker.py process are in tests/test_function_worker.py.
 """
 
 import hashlib
@@ -249,3 +249,29 @@ def test_function_call_requires_a_name(client, runtime_headers, call_id):
         f"{RUNTIME}/{call_id}/function-calls", json={"parameters": {}}, headers=runtime_headers
     )
     assert list(assert_error(response, 422, "validation_error")["details"]) == ["functionName"]
+
+
+def test_an_invocation_is_recorded_once_by_whichever_side_is_first(
+    client, headers, runtime_headers, agent_id, call_id, endpoint
+):
+    """The worker's answer and the waiter's timeout race to record; the first one stands."""
+    from app.services import function_calls
+
+    invocation = function_calls.Invocation(
+        id="fcall_race",
+        tenant_id=Event.select().get().tenant_id,
+        call_id=call_id,
+        function_id=None,
+        function_name="lookup_order",
+        parameters={"orderId": "A"},
+        started=time.time(),
+    )
+    answered = function_calls.Outcome(result={"status": "shipped"})
+    timeout = function_calls.Outcome.failure("function_timeout", "late")
+    assert function_calls._record(invocation, answered, http_status=200) is True
+    assert function_calls._record(invocation, timeout, http_status=None) is False
+    record = FunctionInvocation.get_by_id("fcall_race")
+    assert (record.status, record.result) == ("succeeded", {"status": "shipped"})
+    assert Event.select().where(Event.type == "function.called").count() == 1
+    detail = client.get(f"/api/v1/calls/{call_id}", headers=headers).json
+    assert detail["functionCalls"] == 1
