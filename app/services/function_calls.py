@@ -183,10 +183,13 @@ def _wait(invocation: Invocation) -> Outcome:
             answer = None
         if answer is not None:
             return Outcome(**json.loads(answer[1]))
-    timeout = Outcome.failure("function_timeout", TIMEOUT_MESSAGE)
-    if _record(invocation, timeout, http_status=None):
-        return timeout
-    return Outcome.of(FunctionInvocation.get_by_id(invocation.id))  # the worker's, first
+    record = FunctionInvocation.find(invocation.id)  # inline: the job has recorded it
+    if record is None:
+        timeout = Outcome.failure("function_timeout", TIMEOUT_MESSAGE)
+        if _record(invocation, timeout, http_status=None):
+            return timeout
+        record = FunctionInvocation.get_by_id(invocation.id)  # the worker was first after all
+    return Outcome.of(record)
 
 
 def run(invocation: Invocation) -> None:
