@@ -5,6 +5,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from redis import Redis
 
 from app import queue
 from app.models import Delivery, FunctionInvocation
@@ -12,7 +13,7 @@ from app.services import events
 from tests.call_flow import answer, start
 from tests.receiver import Answer, Receiver
 from tests.runtime.test_function_calls import define, echo, invoke
-from tests.workers import rq_config, wait_for_worker, wait_until
+from tests.workers import ThrowawayRedis, rq_config, wait_for_worker, wait_until
 
 
 @pytest.fixture
@@ -154,3 +155,34 @@ def test_the_functions_queue_expires_when_nobody_reads_it(app, redis_client):
     key = queue.direct_key("functions")
     assert queue.depth(redis_client, "functions") == 1
     assert 0 < redis_client.ttl(key) <= queue.DIRECT_TTL_S
+
+
+@pytest.mark.slow
+def test_function_calls_survive_a_redis_restart(
+    app, client, headers, runtime_headers, agent_id, call_id, endpoint, workers
+):
+    """Redis down: the runtime gets function_timeout at once; back: the worker serves again."""
+    server = ThrowawayRedis()
+    server.start()
+    try:
+        app.config["REDIS_URL"] = server.url
+        app.extensions.pop("redis", None)
+        app.extensions.pop("redis_blocking", None)
+        workers.start(redis_url=server.url, queues=("functions",))
+        wait_for_worker(workers, Redis.from_url(server.url), ("functions",))
+        define(client, headers, agent_id, endpoint.url + "/orders")
+        assert "result" in invoke(client, runtime_headers, call_id, orderId="A").json
+
+        server.stop()
+        started = time.monotonic()
+        response = invoke(client, runtime_headers, call_id, orderId="B")
+        assert response.status_code == 200 and time.monotonic() - started < 5.5
+        assert response.json["error"]["code"] == "function_timeout"
+
+        server.start()
+        wait_for_worker(workers, Redis.from_url(server.url), ("functions",))
+        response = invoke(client, runtime_headers, call_id, orderId="C")
+        assert response.json["result"]["status"] == "shipped"
+    finally:
+        server.stop()
+    assert [r.json()["parameters"]["orderId"] for r in endpoint.requests] == ["A", "C"]

@@ -7,8 +7,6 @@ queue.transaction(), as the services that cause them do.
 
 import base64
 import signal
-import socket
-import subprocess
 import time
 
 import pytest
@@ -19,7 +17,13 @@ from app import queue
 from app.models import Delivery
 from app.services import events
 from tests.receiver import Answer, Receiver
-from tests.workers import WEBHOOK_SECRET, free_port, register_webhook, rq_config, wait_until
+from tests.workers import (
+    WEBHOOK_SECRET,
+    ThrowawayRedis,
+    register_webhook,
+    rq_config,
+    wait_until,
+)
 
 
 @pytest.fixture
@@ -119,36 +123,6 @@ def test_worker_killed_mid_burst_loses_nothing(tenant, workers):
         f"500 events, worker killed after {killed_at}: {time.monotonic() - started:.1f}s "
         f"({emitted - started:.1f}s emitting)"
     )
-
-
-class ThrowawayRedis:
-    """A redis-server of our own on a free port, without persistence: stop loses everything."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
 
 
 @pytest.fixture

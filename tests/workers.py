@@ -53,6 +53,36 @@ def wait_until(condition, timeout: float, message: str, workers=None) -> None:
     raise AssertionError(message + ("\n" + workers.logs() if workers else ""))
 
 
+class ThrowawayRedis:
+    """A redis-server of our own on a free port, without persistence: stop loses everything."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+
 def wait_for_worker(workers, redis_client, queues, timeout: float = 20) -> None:
     """Wait until worker.py serves every one of queues: webhooks through RQ's worker registry,
     functions through the named Redis connections of its threads."""
