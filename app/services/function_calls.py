@@ -13,7 +13,7 @@ deadline passes: the primary key settles it), and is never retried once sent.
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -199,7 +199,7 @@ def run(invocation: Invocation) -> None:
     function = Function.find(invocation.function_id)
     if function is None:
         outcome, status = Outcome.failure("unknown_function", "The function was deleted."), None
-        invocation = Invocation(**{**asdict(invocation), "function_id": None})
+        invocation = replace(invocation, function_id=None)
     elif invocation.endpoint_deadline - time.time() < SEND_MARGIN_S:
         outcome, status = Outcome.failure("function_timeout", TIMEOUT_MESSAGE), None
     else:
