@@ -275,3 +275,38 @@ def test_an_invocation_is_recorded_once_by_whichever_side_is_first(
     assert Event.select().where(Event.type == "function.called").count() == 1
     detail = client.get(f"/api/v1/calls/{call_id}", headers=headers).json
     assert detail["functionCalls"] == 1
+
+
+def job_for(call_id, function_id, *, started):
+    from app.services import function_calls
+
+    return function_calls.Invocation(
+        id="fcall_job",
+        tenant_id=Event.select().get().tenant_id,
+        call_id=call_id,
+        function_id=function_id,
+        function_name="lookup_order",
+        parameters={"orderId": "A"},
+        started=started,
+    )
+
+
+def test_a_job_whose_function_was_deleted_records_unknown_function(call_id, endpoint):
+    from app.services import function_calls
+
+    function_calls.run(job_for(call_id, "fn_gone", started=time.time()))
+    record = FunctionInvocation.get_by_id("fcall_job")
+    assert (record.error_code, record.function_id) == ("unknown_function", None)
+    assert endpoint.requests == []
+
+
+def test_a_late_job_sends_nothing_and_records_a_timeout(
+    client, headers, agent_id, call_id, endpoint
+):
+    from app.models import Function
+    from app.services import function_calls
+
+    define(client, headers, agent_id, endpoint.url + "/orders")
+    function_calls.run(job_for(call_id, Function.get().id, started=time.time() - 6))
+    assert FunctionInvocation.get_by_id("fcall_job").error_code == "function_timeout"
+    assert endpoint.requests == []
