@@ -13,7 +13,7 @@ from typing import Any
 import peewee as pw
 
 from app import metrics, queue
-from app.db import database, insert_rows, raw_sql, select_rows
+from app.db import database, insert_rows, model_rows, raw_sql, select_rows
 from app.errors import Conflict, NotFound
 from app.models import Agent, Call, Function, Tenant
 from app.services import billing, events
@@ -66,6 +66,8 @@ COUNT_CALL_SQL = (
     "UPDATE tenant SET calls_count = calls_count + 1 WHERE id = ? RETURNING balance_minutes"
 )
 
+PROVIDER_CALL_SQL = 'SELECT * FROM "call" WHERE tenant_id = ? AND provider_call_id = ?'
+
 
 def _line(did: str) -> _Line | None:
     rows = database.execute_sql(raw_sql(NUMBER_SQL), (did,)).fetchall()
@@ -114,7 +116,7 @@ def _update_if(call_id: str, condition: str, params: Sequence[Any], **values: An
     assignments = ", ".join(f'"{fields[name].column_name}" = ?' for name in values)
     sql = f'UPDATE "call" SET {assignments} WHERE "id" = ? AND ({condition}) RETURNING *'
     converted = [fields[name].db_value(value) for name, value in values.items()]
-    changed = list(Call.raw(raw_sql(sql), *converted, call_id, *params))
+    changed = model_rows(Call, sql, [*converted, call_id, *params])
     if changed and "status" in values:
         metrics.CALLS.labels(values["status"]).inc()
     return changed[0] if changed else None
@@ -123,9 +125,8 @@ def _update_if(call_id: str, condition: str, params: Sequence[Any], **values: An
 def _by_provider_id(tenant_id: str, provider_call_id: str | None) -> Call | None:
     if provider_call_id is None:
         return None
-    return Call.get_or_none(
-        (Call.tenant == tenant_id) & (Call.provider_call_id == provider_call_id)
-    )
+    rows = model_rows(Call, PROVIDER_CALL_SQL, [tenant_id, provider_call_id])
+    return rows[0] if rows else None
 
 
 def _rejected(call: Call) -> bool:
