@@ -65,11 +65,12 @@ NUMBER_SQL = (
 COUNT_CALL_SQL = (
     "UPDATE tenant SET calls_count = calls_count + 1 WHERE id = ? RETURNING balance_minutes"
 )
-
+# A repeated providerCallId's call (the unique index of tenant_id, provider_call_id).
 PROVIDER_CALL_SQL = 'SELECT * FROM "call" WHERE tenant_id = ? AND provider_call_id = ?'
 
 
 def _line(did: str) -> _Line | None:
+    """The number did with its answering agent and functions, or None when nobody has it."""
     rows = database.execute_sql(raw_sql(NUMBER_SQL), (did,)).fetchall()
     if not rows:
         return None
@@ -108,8 +109,8 @@ def _update_if(call_id: str, condition: str, params: Sequence[Any], **values: An
     """UPDATE the call only where condition (SQL with ? for params) holds; the call as
     changed, or None when it did not change.
 
-    Inside a write transaction the row count is the arbiter: of two processes making the
-    same change at once, exactly one gets the changed row back.
+    Inside a write transaction the returned row is the arbiter: of two processes making the
+    same change at once, exactly one gets the changed row back (RETURNING).
     """
     values["updated_at"] = utcnow()
     fields = Call._meta.fields  # type: ignore[attr-defined]
@@ -168,10 +169,24 @@ def _record_call(
 
     Returns the call and the tenant's balance when it was recorded.
     """
+    now = utcnow()
+    call_id = new_id("call")
+    events.emit(
+        tenant_id=line.tenant_id,
+        type="call.started",
+        data={
+            "callId": call_id,
+            "phoneNumberId": line.id,
+            "callerNumber": caller_number,
+            "did": line.display_number,
+        },
+        occurred_at=now,
+    )
+    # Last, since the tenant row's lock is held until commit: concurrent calls of the tenant
+    # wait on it for as short a time as possible.
     (balance,) = database.execute_sql(raw_sql(COUNT_CALL_SQL), (line.tenant_id,)).fetchone()
     agent = line.agent
     rejection = "no_agent" if agent is None else ("no_credits" if balance <= 0 else None)
-    now = utcnow()
     # For an outbound call the business number is the caller and callerNumber the callee.
     caller, callee = (
         (caller_number, line.display_number)
@@ -179,7 +194,7 @@ def _record_call(
         else (line.display_number, caller_number)
     )
     call = Call(
-        id=new_id("call"),
+        id=call_id,
         tenant=line.tenant_id,
         phone_number=line.id,
         agent=agent.id if agent else line.agent_id,
@@ -205,18 +220,6 @@ def _record_call(
         ),
     )
     insert_rows([call])
-
-    events.emit(
-        tenant_id=line.tenant_id,
-        type="call.started",
-        data={
-            "callId": call.id,
-            "phoneNumberId": line.id,
-            "callerNumber": caller_number,
-            "did": line.display_number,
-        },
-        occurred_at=now,
-    )
     if rejection:
         events.emit(
             tenant_id=line.tenant_id, type="call.ended", data=_ended_data(call), occurred_at=now

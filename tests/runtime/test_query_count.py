@@ -70,7 +70,7 @@ def run_lifecycle(client, headers, did, **start_fields) -> dict[str, list[str]]:
 
 EVENT = ["INSERT event", "SELECT webhook"]
 LIFECYCLE = {
-    "start": ["SELECT phone_number", "UPDATE tenant", "INSERT call", *EVENT],
+    "start": ["SELECT phone_number", *EVENT, "UPDATE tenant", "INSERT call"],
     "answered": ["UPDATE call", *EVENT],
     "transcript": ["UPDATE call", *EVENT],
     "ended": ["UPDATE call", *EVENT, "UPDATE tenant", "INSERT credit_transaction"],
@@ -92,7 +92,7 @@ def test_a_subscribed_webhook_adds_one_insert_per_event(client, runtime_headers,
     # Both webhooks' deliveries of an event are one INSERT; unsubscribed events write none.
     assert steps == {
         **LIFECYCLE,
-        "start": [*LIFECYCLE["start"], "INSERT delivery"],
+        "start": ["SELECT phone_number", *EVENT, "INSERT delivery", *LIFECYCLE["start"][3:]],
         "ended": ["UPDATE call", *EVENT, "INSERT delivery", *LIFECYCLE["ended"][3:]],
     }
     assert Delivery.select().count() == 4
