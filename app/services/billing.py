@@ -1,13 +1,59 @@
 """Credits: the ledger of minute movements and the balance that always equals its sum."""
 
-from app.db import database
-from app.errors import ValidationFailed
+from app.db import database, insert_rows, raw_sql
+from app.errors import NotFound, ValidationFailed
 from app.models import CreditTransaction, Tenant
 from app.services import events
 from app.services.pages import Page, paginate
 from app.util import new_id
 
 TRANSACTION_TYPES = ("purchase", "usage", "adjustment", "refund")
+
+
+# Fixed SQL (see db.insert_rows): every ended call moves minutes, and compiling the UPDATE
+# and the reads after it cost more than running them. RETURNING (SQLite 3.35+, PostgreSQL)
+# reads the balance the UPDATE wrote, under the lock it took.
+MOVE_SQL = (
+    "UPDATE tenant SET balance_minutes = balance_minutes + ?, "
+    "lifetime_purchased_minutes = lifetime_purchased_minutes + ?, "
+    "lifetime_used_minutes = lifetime_used_minutes + ? "
+    "WHERE id = ? RETURNING balance_minutes, low_balance_threshold"
+)
+
+
+def _move(
+    *,
+    tenant_id: str,
+    type: str,
+    minutes: int,
+    description: str = "",
+    call_id: str | None = None,
+    idempotency_key: str | None = None,
+) -> tuple[CreditTransaction, int]:
+    """Move minutes and write the ledger entry; the entry and the tenant's low-balance
+    threshold. Call inside a transaction.
+
+    The UPDATE takes the tenant row's write lock first (PostgreSQL row lock, SQLite's
+    IMMEDIATE transaction), so concurrent movements serialise and balanceAfter is exact.
+    """
+    purchased = minutes if type == "purchase" else 0
+    used = -minutes if type == "usage" else 0
+    row = database.execute_sql(raw_sql(MOVE_SQL), (minutes, purchased, used, tenant_id)).fetchone()
+    if row is None:
+        raise NotFound(f"Tenant {tenant_id} not found.")
+    balance, threshold = row
+    entry = CreditTransaction(
+        id=new_id("ctx"),
+        tenant=tenant_id,
+        type=type,
+        minutes=minutes,
+        balance_after=balance,
+        call=call_id,
+        description=description,
+        idempotency_key=idempotency_key,
+    )
+    insert_rows([entry])
+    return entry, threshold
 
 
 def _apply(
@@ -19,29 +65,16 @@ def _apply(
     call_id: str | None = None,
     idempotency_key: str | None = None,
 ) -> CreditTransaction:
-    """Move minutes and write the ledger entry; call inside a transaction.
-
-    The UPDATE takes the tenant row's write lock first (PostgreSQL row lock, SQLite's
-    IMMEDIATE transaction), so concurrent movements serialise and balanceAfter is exact.
-    """
-    purchased = minutes if type == "purchase" else 0
-    used = -minutes if type == "usage" else 0
-    Tenant.update(
-        balance_minutes=Tenant.balance_minutes + minutes,
-        lifetime_purchased_minutes=Tenant.lifetime_purchased_minutes + purchased,
-        lifetime_used_minutes=Tenant.lifetime_used_minutes + used,
-    ).where(Tenant.id == tenant_id).execute()
-    balance = Tenant.select(Tenant.balance_minutes).where(Tenant.id == tenant_id).scalar()
-    return CreditTransaction.create(
-        id=new_id("ctx"),
-        tenant=tenant_id,
+    """Move minutes and write the ledger entry (see _move); call inside a transaction."""
+    entry, _ = _move(
+        tenant_id=tenant_id,
         type=type,
         minutes=minutes,
-        balance_after=balance,
-        call=call_id,
         description=description,
+        call_id=call_id,
         idempotency_key=idempotency_key,
     )
+    return entry
 
 
 def grant(*, tenant: Tenant, minutes: int, note: str = "") -> CreditTransaction:
@@ -71,7 +104,7 @@ def charge_call(*, tenant_id: str, call_id: str, minutes: int) -> CreditTransact
     """
     if minutes <= 0:
         return None
-    entry = _apply(
+    entry, threshold = _move(
         tenant_id=tenant_id,
         type="usage",
         minutes=-minutes,
@@ -79,7 +112,6 @@ def charge_call(*, tenant_id: str, call_id: str, minutes: int) -> CreditTransact
         call_id=call_id,
         idempotency_key=f"usage:{call_id}",
     )
-    threshold = Tenant.select(Tenant.low_balance_threshold).where(Tenant.id == tenant_id).scalar()
     if entry.balance_after + minutes >= threshold > entry.balance_after:
         events.emit(
             tenant_id=tenant_id,

@@ -5,6 +5,7 @@ Steps that must happen once (answering, ending) are conditional UPDATEs on the s
 two processes reporting the same step at once change and charge the call exactly once.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -12,9 +13,9 @@ from typing import Any
 import peewee as pw
 
 from app import metrics, queue
-from app.db import select_rows
+from app.db import database, insert_rows, model_rows, raw_sql, select_rows
 from app.errors import Conflict, NotFound
-from app.models import Agent, Call, Function, PhoneNumber, Tenant
+from app.models import Agent, Call, Function, Tenant
 from app.services import billing, events
 from app.services.pages import Page, bounded_count
 from app.util import isoformat, new_id, utcnow
@@ -33,6 +34,69 @@ class StartedCall:
     created: bool  # False when a repeated providerCallId returned the existing call
 
 
+@dataclass(frozen=True)
+class _Line:
+    """A provisioned number as a new call needs it, read in one query (NUMBER_SQL)."""
+
+    id: str
+    tenant_id: str
+    display_number: str
+    agent_id: str | None  # the assigned agent, also when it cannot answer
+    agent: Agent | None  # the agent that answers: None when the number or agent is inactive
+    functions: list[dict[str, Any]]  # the answering agent's, by name
+
+
+# The lifecycle runs fixed SQL (see db.insert_rows): each runtime request runs a handful of
+# statements, and compiling peewee's queries cost more CPU than running them.
+
+# The number, the agent that answers it (an active number's active, undeleted agent) and
+# that agent's functions: one row per function, or one row without when it has none.
+NUMBER_SQL = (
+    "SELECT n.id, n.tenant_id, n.agent_id, a.id, a.system_prompt, a.voice_id, "
+    "a.greeting_text, a.language, a.escalation_number, a.tools_enabled, "
+    "a.max_call_duration_minutes, f.name, f.description, f.parameters "
+    "FROM phone_number n "
+    "LEFT JOIN agent a ON a.id = n.agent_id AND n.is_active AND a.is_active "
+    "AND a.deleted_at IS NULL "
+    'LEFT JOIN "function" f ON f.agent_id = a.id '
+    "WHERE n.display_number = ? ORDER BY f.name"
+)
+# Counts the call; the UPDATE takes the tenant row's lock, so the balance it returns is current.
+COUNT_CALL_SQL = (
+    "UPDATE tenant SET calls_count = calls_count + 1 WHERE id = ? RETURNING balance_minutes"
+)
+# A repeated providerCallId's call (the unique index of tenant_id, provider_call_id).
+PROVIDER_CALL_SQL = 'SELECT * FROM "call" WHERE tenant_id = ? AND provider_call_id = ?'
+
+
+def _line(did: str) -> _Line | None:
+    """The number did with its answering agent and functions, or None when nobody has it."""
+    rows = database.execute_sql(raw_sql(NUMBER_SQL), (did,)).fetchall()
+    if not rows:
+        return None
+    number_id, tenant_id, assigned_id, agent_id, *agent_fields = rows[0][:11]
+    agent = None
+    if agent_id is not None:
+        prompt, voice, greeting, language, escalation, tools, max_minutes = agent_fields
+        agent = Agent(
+            id=agent_id,
+            system_prompt=prompt,
+            voice_id=voice,
+            greeting_text=greeting,
+            language=language,
+            escalation_number=escalation,
+            tools_enabled=Agent.tools_enabled.python_value(tools),
+            max_call_duration_minutes=max_minutes,
+        )
+    parameters = Function.parameters.python_value
+    functions = [
+        {"name": name, "description": description, "parameters": parameters(schema)}
+        for *_, name, description, schema in rows
+        if name is not None
+    ]
+    return _Line(number_id, tenant_id, did, assigned_id, agent, functions)
+
+
 def _runtime_call(call_id: str) -> Call:
     """A call by id, for the runtime, which reports calls of every tenant."""
     call = Call.find(call_id)
@@ -41,34 +105,29 @@ def _runtime_call(call_id: str) -> Call:
     return call
 
 
-def _update_if(call_id: str, condition: pw.Expression, **values: Any) -> tuple[bool, Call]:
-    """UPDATE the call only where condition holds; return whether it did, and the call now.
+def _update_if(call_id: str, condition: str, params: Sequence[Any], **values: Any) -> Call | None:
+    """UPDATE the call only where condition (SQL with ? for params) holds; the call as
+    changed, or None when it did not change.
 
-    Inside a write transaction the row count is the arbiter: of two processes making the
-    same change at once, exactly one sees a changed row.
+    Inside a write transaction the returned row is the arbiter: of two processes making the
+    same change at once, exactly one gets the changed row back (RETURNING).
     """
-    changed = (
-        Call.update(updated_at=utcnow(), **values).where((Call.id == call_id) & condition).execute()
-    )
+    values["updated_at"] = utcnow()
+    fields = Call._meta.fields  # type: ignore[attr-defined]
+    assignments = ", ".join(f'"{fields[name].column_name}" = ?' for name in values)
+    sql = f'UPDATE "call" SET {assignments} WHERE "id" = ? AND ({condition}) RETURNING *'
+    converted = [fields[name].db_value(value) for name, value in values.items()]
+    changed = model_rows(Call, sql, [*converted, call_id, *params])
     if changed and "status" in values:
         metrics.CALLS.labels(values["status"]).inc()
-    return bool(changed), _runtime_call(call_id)  # NotFound when there is no such call
+    return changed[0] if changed else None
 
 
 def _by_provider_id(tenant_id: str, provider_call_id: str | None) -> Call | None:
     if provider_call_id is None:
         return None
-    return Call.get_or_none(
-        (Call.tenant == tenant_id) & (Call.provider_call_id == provider_call_id)
-    )
-
-
-def _answering_agent(number: PhoneNumber) -> Agent | None:
-    if not number.is_active or number.agent_id is None:
-        return None
-    return Agent.get_or_none(
-        (Agent.id == number.agent_id) & Agent.is_active & Agent.deleted_at.is_null()
-    )
+    rows = model_rows(Call, PROVIDER_CALL_SQL, [tenant_id, provider_call_id])
+    return rows[0] if rows else None
 
 
 def _rejected(call: Call) -> bool:
@@ -104,26 +163,41 @@ def _ended_data(call: Call) -> dict[str, Any]:
 
 
 def _record_call(
-    *, number: PhoneNumber, caller_number: str, direction: str, provider_call_id: str | None
-) -> Call:
-    """Insert the call (ringing, or failed when nobody can take it); inside a transaction."""
-    # The UPDATE takes the tenant row's lock, so the balance read below is current.
-    Tenant.update(calls_count=Tenant.calls_count + 1).where(Tenant.id == number.tenant_id).execute()
-    balance = Tenant.select(Tenant.balance_minutes).where(Tenant.id == number.tenant_id).scalar()
-    agent = _answering_agent(number)
-    rejection = "no_agent" if agent is None else ("no_credits" if balance <= 0 else None)
+    *, line: _Line, caller_number: str, direction: str, provider_call_id: str | None
+) -> tuple[Call, int]:
+    """Insert the call (ringing, or failed when nobody can take it); inside a transaction.
+
+    Returns the call and the tenant's balance when it was recorded.
+    """
     now = utcnow()
+    call_id = new_id("call")
+    events.emit(
+        tenant_id=line.tenant_id,
+        type="call.started",
+        data={
+            "callId": call_id,
+            "phoneNumberId": line.id,
+            "callerNumber": caller_number,
+            "did": line.display_number,
+        },
+        occurred_at=now,
+    )
+    # Last, since the tenant row's lock is held until commit: concurrent calls of the tenant
+    # wait on it for as short a time as possible.
+    (balance,) = database.execute_sql(raw_sql(COUNT_CALL_SQL), (line.tenant_id,)).fetchone()
+    agent = line.agent
+    rejection = "no_agent" if agent is None else ("no_credits" if balance <= 0 else None)
     # For an outbound call the business number is the caller and callerNumber the callee.
     caller, callee = (
-        (caller_number, number.display_number)
+        (caller_number, line.display_number)
         if direction == "inbound"
-        else (number.display_number, caller_number)
+        else (line.display_number, caller_number)
     )
-    call = Call.create(
-        id=new_id("call"),
-        tenant=number.tenant_id,
-        phone_number=number.id,
-        agent=agent.id if agent else number.agent_id,
+    call = Call(
+        id=call_id,
+        tenant=line.tenant_id,
+        phone_number=line.id,
+        agent=agent.id if agent else line.agent_id,
         provider_call_id=provider_call_id,
         caller_number=caller,
         callee_number=callee,
@@ -145,24 +219,28 @@ def _record_call(
             else {}
         ),
     )
-    metrics.CALLS.labels(call.status).inc()
-
-    events.emit(
-        tenant_id=number.tenant_id,
-        type="call.started",
-        data={
-            "callId": call.id,
-            "phoneNumberId": number.id,
-            "callerNumber": caller_number,
-            "did": number.display_number,
-        },
-        occurred_at=now,
-    )
+    insert_rows([call])
     if rejection:
         events.emit(
-            tenant_id=number.tenant_id, type="call.ended", data=_ended_data(call), occurred_at=now
+            tenant_id=line.tenant_id, type="call.ended", data=_ended_data(call), occurred_at=now
         )
-    return call
+    return call, balance
+
+
+def _session(agent: Agent, functions: list[Any], balance: int) -> dict[str, Any]:
+    return {
+        "agent_id": agent.id,
+        "system_prompt": agent.system_prompt,
+        "voice_id": agent.voice_id,
+        "greeting_text": agent.greeting_text,
+        "language": agent.language,
+        "escalation_number": agent.escalation_number,
+        "tools_enabled": agent.tools_enabled,
+        "functions": functions,
+        "max_call_duration_seconds": max(
+            0, min(agent.max_call_duration_minutes * 60, balance * 60)
+        ),
+    }
 
 
 def session_for(call: Call) -> dict[str, Any]:
@@ -176,19 +254,7 @@ def session_for(call: Call) -> dict[str, Any]:
         .where(Function.agent == agent.id)
         .order_by(Function.name)
     )
-    return {
-        "agent_id": agent.id,
-        "system_prompt": agent.system_prompt,
-        "voice_id": agent.voice_id,
-        "greeting_text": agent.greeting_text,
-        "language": agent.language,
-        "escalation_number": agent.escalation_number,
-        "tools_enabled": agent.tools_enabled,
-        "functions": list(functions),
-        "max_call_duration_seconds": max(
-            0, min(agent.max_call_duration_minutes * 60, balance * 60)
-        ),
-    }
+    return _session(agent, list(functions), balance)
 
 
 def start_call(
@@ -202,54 +268,58 @@ def start_call(
 
     A repeated provider_call_id (per tenant) returns the call recorded first.
     """
-    number = PhoneNumber.get_or_none(PhoneNumber.display_number == did)
-    if number is None:
+    line = _line(did)
+    if line is None:
         raise Conflict(f"No tenant has the number {did}.", code="no_agent", details={})
-    call = _by_provider_id(number.tenant_id, provider_call_id)
-    created = False
+    call = _by_provider_id(line.tenant_id, provider_call_id)
     if call is None:
         try:
             with queue.transaction():
-                call = _by_provider_id(number.tenant_id, provider_call_id)
-                if call is None:
-                    call = _record_call(
-                        number=number,
-                        caller_number=caller_number,
-                        direction=direction,
-                        provider_call_id=provider_call_id,
-                    )
-                    created = True
+                call, balance = _record_call(
+                    line=line,
+                    caller_number=caller_number,
+                    direction=direction,
+                    provider_call_id=provider_call_id,
+                )
         except pw.IntegrityError:
-            # Another request with the same providerCallId committed first: answer with its call.
-            call = _by_provider_id(number.tenant_id, provider_call_id)
+            # The unique (tenant, providerCallId) index: another request with the same id
+            # committed first, so answer with its call.
+            call = _by_provider_id(line.tenant_id, provider_call_id)
             if call is None:
                 raise
-            created = False
+        else:
+            metrics.CALLS.labels(call.status).inc()
+            if _rejected(call):
+                raise _rejection(call)
+            # The agent, functions and balance the call was recorded with.
+            assert line.agent is not None  # else it was rejected
+            session = _session(line.agent, line.functions, balance)
+            return StartedCall(call=call, session=session, created=True)
     if _rejected(call):
         raise _rejection(call)
-    return StartedCall(call=call, session=session_for(call), created=created)
+    return StartedCall(call=call, session=session_for(call), created=False)
 
 
 def answer_call(*, call_id: str, answered_at: datetime | None = None) -> Call:
     """ringing → answered, emitting call.answered; a repeat for an answered call changes nothing."""
     with queue.transaction():
         when = answered_at or utcnow()
-        changed, call = _update_if(
-            call_id, Call.status == "ringing", status="answered", answered_at=when
+        call = _update_if(call_id, "status = ?", ["ringing"], status="answered", answered_at=when)
+        if call is None:
+            call = _runtime_call(call_id)  # NotFound when there is no such call
+            if call.status != "answered":
+                raise _illegal(call, "answered")
+            return call
+        events.emit(
+            tenant_id=call.tenant_id,
+            type="call.answered",
+            data={
+                "callId": call.id,
+                "agentId": call.agent_id,
+                "startedAt": isoformat(call.started_at),
+            },
+            occurred_at=when,
         )
-        if changed:
-            events.emit(
-                tenant_id=call.tenant_id,
-                type="call.answered",
-                data={
-                    "callId": call.id,
-                    "agentId": call.agent_id,
-                    "startedAt": isoformat(call.started_at),
-                },
-                occurred_at=when,
-            )
-        elif call.status != "answered":
-            raise _illegal(call, "answered")
     return call
 
 
@@ -279,9 +349,7 @@ def end_call(
     """
     with queue.transaction():
         minutes = billing.usage_minutes(talk_time_seconds)
-        changed, call = _update_if(
-            call_id,
-            Call.status.in_(OPEN_STATUSES),
+        values: dict[str, Any] = dict(
             status=status,
             ended_at=ended_at or utcnow(),
             duration_seconds=duration_seconds,
@@ -289,11 +357,14 @@ def end_call(
             hangup_reason=hangup_reason,
             hangup_initiator=hangup_initiator,
             ai_cost_idr=ai_cost_idr,
-            # Merged with what the call holds; only the one changing UPDATE writes it.
-            metadata={**_runtime_call(call_id).metadata, **(metadata or {})},
             billed_minutes=minutes,
         )
-        if not changed:
+        if metadata:
+            # Merged with what the call holds; only the one changing UPDATE writes it.
+            values["metadata"] = {**_runtime_call(call_id).metadata, **metadata}
+        call = _update_if(call_id, "status IN (?, ?)", OPEN_STATUSES, **values)
+        if call is None:
+            call = _runtime_call(call_id)  # NotFound when there is no such call
             if call.status == status:
                 return call
             raise _illegal(call, status)
@@ -310,17 +381,19 @@ def end_call(
 def add_transcript(*, call_id: str, transcript_summary: str) -> Call:
     """Store the call's summary and emit call.transcript; the same text again changes nothing."""
     with queue.transaction():
-        changed, call = _update_if(
+        call = _update_if(
             call_id,
-            Call.transcript_summary.is_null() | (Call.transcript_summary != transcript_summary),
+            "transcript_summary IS NULL OR transcript_summary <> ?",
+            [transcript_summary],
             transcript_summary=transcript_summary,
         )
-        if changed:
-            events.emit(
-                tenant_id=call.tenant_id,
-                type="call.transcript",
-                data={"callId": call.id, "transcriptSummary": transcript_summary},
-            )
+        if call is None:
+            return _runtime_call(call_id)  # NotFound when there is no such call
+        events.emit(
+            tenant_id=call.tenant_id,
+            type="call.transcript",
+            data={"callId": call.id, "transcriptSummary": transcript_summary},
+        )
     return call
 
 

@@ -1,0 +1,122 @@
+"""The SQL statements of a call's lifecycle, exactly: an extra query on this path fails here.
+
+Every runtime request runs these under load, so each statement counts (bench/ingestion.py).
+Only statements of the test's own thread are recorded: inline delivery jobs run in another.
+"""
+
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from app import db
+from app.models import Delivery
+from app.services import billing
+from app.services import webhooks as webhook_service
+from tests.call_flow import RUNTIME, answer, end, start
+
+TABLE = re.compile(r'^(?:(UPDATE|INSERT) (?:INTO )?|(SELECT) .*? FROM )"?(\w+)', re.S)
+
+
+def kind(sql: str) -> str:
+    """'SELECT phone_number', 'UPDATE call', ...: the verb and the first table named."""
+    match = TABLE.match(sql.strip())
+    assert match, sql
+    verb = match.group(1) or match.group(2)
+    return f"{verb} {match.group(3)}"
+
+
+@contextmanager
+def statements() -> Iterator[list[str]]:
+    seen: list[str] = []
+    me = threading.get_ident()
+
+    def record(event) -> None:
+        if threading.get_ident() == me:
+            seen.append(kind(event.sql))
+
+    hooks = db.database.obj.query_hooks
+    hooks.append(record)
+    try:
+        yield seen
+    finally:
+        hooks.remove(record)
+
+
+def run_lifecycle(client, headers, did, **start_fields) -> dict[str, list[str]]:
+    """Start, answer, transcribe and end one call; the statements of each step."""
+    steps = {}
+    with statements() as seen:
+        response = start(client, headers, did, **start_fields)
+    assert response.status_code == 201, response.get_data(as_text=True)
+    steps["start"] = seen
+    call_id = response.json["id"]
+    with statements() as seen:
+        assert answer(client, headers, call_id).status_code == 200
+    steps["answered"] = seen
+    with statements() as seen:
+        response = client.post(
+            f"{RUNTIME}/{call_id}/transcript", json={"transcriptSummary": "Asked."}, headers=headers
+        )
+        assert response.status_code == 200
+    steps["transcript"] = seen
+    with statements() as seen:
+        assert end(client, headers, call_id).status_code == 200
+    steps["ended"] = seen
+    return steps
+
+
+EVENT = ["INSERT event", "SELECT webhook"]
+LIFECYCLE = {
+    "start": ["SELECT phone_number", *EVENT, "UPDATE tenant", "INSERT call"],
+    "answered": ["UPDATE call", *EVENT],
+    "transcript": ["UPDATE call", *EVENT],
+    "ended": ["UPDATE call", *EVENT, "UPDATE tenant", "INSERT credit_transaction"],
+}
+
+
+def test_a_call_lifecycle_runs_16_statements(client, runtime_headers, did):
+    steps = run_lifecycle(client, runtime_headers, did)
+    assert steps == LIFECYCLE
+    assert sum(map(len, steps.values())) == 16
+
+
+def test_a_subscribed_webhook_adds_one_insert_per_event(client, runtime_headers, tenant, did):
+    for url in ("http://127.0.0.1:9/a", "http://127.0.0.1:9/b"):
+        webhook_service.create_webhook(
+            tenant=tenant, url=url, events=["call.started", "call.ended"], secret="s" * 32
+        )
+    steps = run_lifecycle(client, runtime_headers, did)
+    # Both webhooks' deliveries of an event are one INSERT; unsubscribed events write none.
+    assert steps == {
+        **LIFECYCLE,
+        "start": ["SELECT phone_number", *EVENT, "INSERT delivery", *LIFECYCLE["start"][3:]],
+        "ended": ["UPDATE call", *EVENT, "INSERT delivery", *LIFECYCLE["ended"][3:]],
+    }
+    assert Delivery.select().count() == 4
+
+
+def test_a_provider_call_id_adds_the_lookup_of_a_repeat(client, runtime_headers, did):
+    steps = run_lifecycle(client, runtime_headers, did, providerCallId="prov-7")
+    assert steps["start"] == ["SELECT phone_number", "SELECT call", *LIFECYCLE["start"][1:]]
+
+
+def test_repeats_change_nothing_in_two_statements(client, runtime_headers, did):
+    call_id = start(client, runtime_headers, did).json["id"]
+    answer(client, runtime_headers, call_id)
+    end(client, runtime_headers, call_id)
+    with statements() as seen:
+        assert end(client, runtime_headers, call_id).status_code == 200
+        assert answer(client, runtime_headers, call_id).status_code == 409
+    assert seen == ["UPDATE call", "SELECT call"] * 2
+
+
+@pytest.mark.parametrize(("balance", "emits"), [(10, True), (100, False)])
+def test_a_threshold_crossing_adds_the_credits_low_event(
+    client, runtime_headers, tenant, did, balance, emits
+):
+    billing._apply(tenant_id=tenant.id, type="adjustment", minutes=balance - 100)
+    steps = run_lifecycle(client, runtime_headers, did)
+    assert steps["ended"] == LIFECYCLE["ended"] + (EVENT if emits else [])
