@@ -1,6 +1,8 @@
 """Database binding: one DatabaseProxy, SQLite or PostgreSQL from DATABASE_URL, migrations."""
 
 import os
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,15 +12,17 @@ from typing import TYPE_CHECKING, Any
 import peewee
 from flask import Flask
 from peewee_migrate import Router
-from playhouse.db_url import connect
+from playhouse.db_url import connect, register_database
+from playhouse.pool import PooledPostgresqlDatabase, PooledSqliteDatabase
 
 database = peewee.DatabaseProxy()
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 # busy_timeout first: switching to WAL needs the lock it waits for.
+SQLITE_BUSY_TIMEOUT_MS = 10_000
 SQLITE_PRAGMAS = (
-    ("busy_timeout", 10_000),
+    ("busy_timeout", SQLITE_BUSY_TIMEOUT_MS),
     ("journal_mode", "wal"),
     ("foreign_keys", 1),
     ("synchronous", "normal"),
@@ -63,6 +67,81 @@ def resolve_url(url: str, project_root: str) -> str:
     if url.startswith(prefix) and ":memory:" not in url:
         Path(url[len(prefix) :].split("?")[0]).parent.mkdir(parents=True, exist_ok=True)
     return url
+
+
+class SerializedSqliteDatabase(PooledSqliteDatabase):
+    """Pooled SQLite whose write transactions queue on a lock in this process.
+
+    SQLite has one writer at a time. A thread that finds the write lock taken waits in
+    SQLite's busy handler, which sleeps 1, 2, 5, 10 ... 100 ms between tries, so under
+    load threads slept far longer than the transaction ahead of them took. Threads of one
+    process now wait on a Python lock, which wakes the next one as soon as the holder
+    commits; only other processes still meet the busy handler. The wait is bounded by
+    busy_timeout, after which the transaction goes on to SQLite's own waiting.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._writer = threading.Lock()
+        self._holder = threading.local()
+
+    def begin(self, lock_type: str | None = None) -> None:
+        self._holder.held = self._writer.acquire(timeout=SQLITE_BUSY_TIMEOUT_MS / 1000)
+        try:
+            super().begin(lock_type)
+        except BaseException:
+            self._release()
+            raise
+
+    def commit(self) -> None:
+        super().commit()  # when this fails, peewee rolls back, which releases
+        self._release()
+
+    def rollback(self) -> None:
+        try:
+            super().rollback()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if getattr(self._holder, "held", False):
+            self._holder.held = False
+            self._writer.release()
+
+
+class CheckedPostgresqlDatabase(PooledPostgresqlDatabase):
+    """Pooled PostgreSQL that checks a connection with a round trip only after it sat idle.
+
+    peewee's pool sends SELECT 1 on every checkout, under the pool's lock: a round trip per
+    request. A connection returned less than RECHECK_AFTER_S ago is handed out unchecked; one
+    that sat longer (when a server restart could have cut it) is checked as before.
+    """
+
+    RECHECK_AFTER_S = 1.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._returned: dict[int, float] = {}
+
+    def _is_closed(self, conn: Any) -> bool:
+        returned = self._returned.pop(self.conn_key(conn), None)
+        recent = returned is not None and time.monotonic() - returned < self.RECHECK_AFTER_S
+        if recent and not conn.closed and conn.get_transaction_status() == 0:  # idle
+            return False
+        return bool(super()._is_closed(conn))
+
+    def _close(self, conn: Any, close_conn: bool = False) -> None:
+        if not close_conn:
+            self._returned[self.conn_key(conn)] = time.monotonic()
+        super()._close(conn, close_conn)
+
+    def _close_raw(self, conn: Any) -> None:
+        self._returned.pop(self.conn_key(conn), None)
+        super()._close_raw(conn)
+
+
+register_database(SerializedSqliteDatabase, "sqlite+pool")
+register_database(CheckedPostgresqlDatabase, "postgres+pool", "postgresql+pool")
 
 
 def make_database(url: str) -> peewee.Database:

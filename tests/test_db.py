@@ -1,6 +1,10 @@
 """Storage: migrations from empty, SQLite settings, PostgreSQL when configured."""
 
+import threading
+import time
+
 import peewee
+import psycopg2
 import pytest
 
 from app import db
@@ -36,3 +40,72 @@ def test_relative_sqlite_path_is_under_project(tmp_path):
 def test_app_uses_configured_backend(app):
     expected = peewee.PostgresqlDatabase if using_postgres() else peewee.SqliteDatabase
     assert isinstance(db.database.obj, expected)
+
+
+@pytest.mark.sqlite_only
+def test_sqlite_write_transactions_of_one_process_take_turns(tmp_path):
+    """A second thread's transaction begins only once the first has committed, and the turn
+    is handed on after a commit, a rollback and a BEGIN that failed."""
+    database = db.make_database(f"sqlite:///{tmp_path / 'x.db'}")
+    database.execute_sql("CREATE TABLE t (n INTEGER)")
+    order: list[str] = []
+    holding = threading.Event()
+
+    def first() -> None:
+        with database.connection_context(), database.atomic():
+            database.execute_sql("INSERT INTO t VALUES (1)")
+            holding.set()
+            time.sleep(0.3)
+            order.append("first commits")
+
+    def second() -> None:
+        holding.wait(5)
+        order.append(f"lock held: {database._writer.locked()}")
+        with database.connection_context(), database.atomic():
+            order.append("second begins")
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert order == ["lock held: True", "first commits", "second begins"]
+
+    with database.connection_context():
+        with pytest.raises(ValueError), database.atomic():
+            raise ValueError("rolled back")
+        with database.atomic(), database.atomic():  # nested: one turn, one savepoint
+            database.execute_sql("INSERT INTO t VALUES (2)")
+        database.execute_sql("BEGIN")  # a transaction already open: BEGIN fails
+        with pytest.raises(peewee.OperationalError), database.atomic():
+            pass
+        database.execute_sql("ROLLBACK")
+    assert not database._writer.locked()
+    database.close_all()
+
+
+@pytest.mark.postgres_only
+def test_a_postgresql_connection_is_checked_only_after_sitting_idle(app, monkeypatch):
+    """A connection handed back a moment ago is reused without a round trip; one idle for
+    longer is checked, and one the server cut is replaced."""
+    pool = db.database.obj
+    checks: list[int] = []
+    check = pool._adapter.is_connection_closed
+    monkeypatch.setattr(
+        pool._adapter, "is_connection_closed", lambda conn: checks.append(1) or check(conn)
+    )
+    db.close_all()
+    with db.connection():
+        first = pool.connection()
+    with db.connection():
+        assert pool.connection() is first and checks == []
+    monkeypatch.setattr(pool, "RECHECK_AFTER_S", 0.0)
+    with db.connection():
+        pid = pool.execute_sql("SELECT pg_backend_pid()").fetchone()[0]
+    assert checks == [1]
+    admin = psycopg2.connect(app.config["DATABASE_URL"])
+    admin.autocommit = True
+    admin.cursor().execute("SELECT pg_terminate_backend(%s)", (pid,))
+    admin.close()
+    with db.connection():
+        assert pool.execute_sql("SELECT pg_backend_pid()").fetchone()[0] != pid
