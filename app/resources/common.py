@@ -1,11 +1,13 @@
 """Pieces shared by the HTTP layer: blueprints with their auth hook, fields, list wrappers."""
 
 from datetime import UTC, datetime
-from typing import Any, cast
+from types import NoneType
+from typing import Any
 
 import marshmallow as ma
 from flask import request
 from flask_smorest import Blueprint
+from marshmallow.decorators import POST_DUMP, PRE_DUMP
 
 from app.auth import require_api_key, require_runtime_token
 from app.errors import AppError
@@ -131,46 +133,56 @@ def unique_items(values: list[Any]) -> None:
 class Schema(ma.Schema):
     """Base of every schema: unknown fields in a body are an error, so typos surface.
 
-    Dumping takes a shorter path than marshmallow's for plain objects (models, dataclasses):
-    the fields to read are worked out once per schema instance, and each value is read with
-    one getattr. marshmallow's own accessor chain cost as much CPU as the rest of a list
-    request. Mappings, dotted attributes, computed fields and schemas with their own
-    get_attribute keep marshmallow's path, so every output is the same.
+    Dumping takes a shorter path than marshmallow's for plain objects (models, dataclasses,
+    rows): the fields to read are worked out once per schema instance, each value is read
+    with one getattr, values a field would dump unchanged (a str for a String, None for most
+    fields) are copied as they are, and a list of nested objects is dumped by the nested
+    schema in one call. marshmallow's own accessor chain cost as much CPU as the rest of a
+    list request. Mappings, dotted attributes, computed fields and schemas with their own
+    get_attribute keep marshmallow's path (and nested schemas with dump hooks their dump()),
+    so every output is the same.
     """
 
     class Meta:
         unknown = ma.RAISE
 
     def _serialize(self, obj: Any, *, many: bool = False) -> Any:
-        if many and obj is not None:
-            return [self._serialize(item) for item in obj]
         plan = self.__dict__.get("_dump_plan")
         if plan is None:
             plan = self._dump_plan = self._make_dump_plan()
-        if plan is False or hasattr(obj, "__getitem__"):
+        if plan is False:
+            return super()._serialize(obj, many=many)
+        if many and obj is not None:
+            dump_one = self._dump_one
+            return [dump_one(plan, item) for item in obj]
+        return self._dump_one(plan, obj)
+
+    def _dump_one(self, plan: list[tuple[Any, ...]], obj: Any) -> Any:
+        if hasattr(obj, "__getitem__"):  # a mapping: marshmallow reads keys, not attributes
             return super()._serialize(obj)
         out = self.dict_class()
-        for key, attr_name, attribute, field, same_type in cast(list, plan):
+        missing = ma.missing
+        for key, attr_name, attribute, field, unchanged, convert in plan:
             if attribute is None:  # a field marshmallow has to read itself
                 value = field.serialize(attr_name, obj, accessor=self.get_attribute)
-                if value is not ma.missing:
+                if value is not missing:
                     out[key] = value
                 continue
-            value = getattr(obj, attribute, ma.missing)
-            if value is ma.missing:
+            value = getattr(obj, attribute, missing)
+            if type(value) in unchanged:
+                out[key] = value
+                continue
+            if value is missing:
                 default = field.dump_default
                 value = default() if callable(default) else default
-                if value is ma.missing:
+                if value is missing:
                     continue
-            # A str for a String field (an int for an Integer, …) is dumped as it is.
-            out[key] = (
-                value if type(value) is same_type else field._serialize(value, attr_name, obj)
-            )
+            out[key] = convert(value, attr_name, obj)
         return out
 
     def _make_dump_plan(self) -> list[tuple[Any, ...]] | bool:
         """Per dumped field: output key, field name, attribute to read (None: let marshmallow
-        read it), the field, and the value type it dumps unchanged."""
+        read it), the field, the value types it dumps unchanged, and what dumps the others."""
         if type(self).get_attribute is not ma.Schema.get_attribute:
             return False
         plan = []
@@ -178,19 +190,54 @@ class Schema(ma.Schema):
             attribute = field.attribute or attr_name
             direct = field._CHECK_ATTRIBUTE and "." not in attribute
             key = field.data_key if field.data_key is not None else attr_name
-            plan.append((key, attr_name, attribute if direct else None, field, _same_type(field)))
+            plan.append(
+                (
+                    key,
+                    attr_name,
+                    attribute if direct else None,
+                    field,
+                    _unchanged_types(field),
+                    _nested_list_dumper(field) or field._serialize,
+                )
+            )
         return plan
 
 
-def _same_type(field: ma.fields.Field) -> type | None:
-    """The type whose values the field dumps unchanged, if it is one of the plain fields."""
-    if type(field) is ma.fields.String:
-        return str
-    if type(field) is ma.fields.Integer and not field.as_string:
-        return int
-    if type(field) is ma.fields.Boolean:
-        return bool
-    return None
+def _unchanged_types(field: ma.fields.Field) -> frozenset[type]:
+    """The value types the field dumps as they are: the plain type of a plain field, and None
+    for the fields whose _serialize gives None for None (marshmallow's, Timestamp)."""
+    kind = type(field)
+    if kind is ma.fields.String:
+        return frozenset((str, NoneType))
+    if kind is ma.fields.Integer and not field.as_string:
+        return frozenset((int, NoneType))
+    if kind is ma.fields.Boolean:
+        return frozenset((bool, NoneType))
+    if kind is Timestamp or (kind.__module__ == "marshmallow.fields" and kind not in _NOT_NONE):
+        return frozenset((NoneType,))
+    return frozenset()
+
+
+# marshmallow's fields that do not dump None as None: they ignore the value.
+_NOT_NONE = (ma.fields.Method, ma.fields.Function, ma.fields.Constant)
+
+
+def _nested_list_dumper(field: ma.fields.Field) -> Any:
+    """For List(Nested(S)) with S one of these schemas without dump hooks: dump the list with
+    one call to S (what marshmallow does item by item through Nested and S.dump)."""
+    if type(field) is not ma.fields.List or type(field.inner) is not ma.fields.Nested:
+        return None
+    nested = field.inner
+    schema = nested.schema
+    if not isinstance(schema, Schema) or schema.many or nested.many:
+        return None
+    if schema._hooks[PRE_DUMP] or schema._hooks[POST_DUMP]:
+        return None
+
+    def dump_list(value: Any, attr: Any, obj: Any) -> list[Any]:
+        return [None if item is None else schema._serialize(item) for item in value]
+
+    return dump_list
 
 
 class PageArgsSchema(Schema):
