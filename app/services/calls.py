@@ -464,7 +464,10 @@ def list_calls(
     if filters:
         total = bounded_count(f"SELECT 1 FROM call WHERE {where}", params)
     else:
-        total = Tenant.select(Tenant.calls_count).where(Tenant.id == tenant.id).scalar()
+        # The maintained count, read with fixed SQL: compiling the peewee query cost ten
+        # times more than running it.
+        sql = "SELECT calls_count FROM tenant WHERE id = ?"
+        total = select_rows(Tenant, sql, [tenant.id])[0].calls_count
     return Page(
         items=rows[:limit], total=total, limit=limit, offset=offset, has_more=len(rows) > limit
     )

@@ -9,10 +9,14 @@ from app.services import calls as call_service
 
 blp = TenantBlueprint("calls", __name__, url_prefix="/api/v1/calls", description="Call history.")
 
+# One instance for every request: given the class, webargs builds a schema (deep copies of
+# its fields) per request.
+QUERY_ARGS = CallQueryArgsSchema()
+
 
 @blp.route("")
 class Calls(MethodView):
-    @blp.arguments(CallQueryArgsSchema, location="query")
+    @blp.arguments(QUERY_ARGS, location="query")
     @blp.response(200, CallListSchema)
     def get(self, args):
         """List calls
