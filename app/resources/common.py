@@ -133,13 +133,13 @@ def unique_items(values: list[Any]) -> None:
 class Schema(ma.Schema):
     """Base of every schema: unknown fields in a body are an error, so typos surface.
 
-    Dumping takes a shorter path than marshmallow's for plain objects (models, dataclasses,
-    rows): the fields to read are worked out once per schema instance, each value is read
-    with one getattr, values a field would dump unchanged (a str for a String, None for most
+    Dumping takes a shorter path than marshmallow's: the fields to read are worked out once
+    per schema instance, each value is read with one getattr (or, from a mapping, by key as
+    marshmallow does), values a field would dump unchanged (a str for a String, None for most
     fields) are copied as they are, and a list of nested objects is dumped by the nested
     schema in one call. marshmallow's own accessor chain cost as much CPU as the rest of a
-    list request. Mappings, dotted attributes, computed fields and schemas with their own
-    get_attribute keep marshmallow's path (and nested schemas with dump hooks their dump()),
+    list request. Dotted attributes, computed fields and schemas with their own get_attribute
+    keep marshmallow's path (and nested schemas with dump hooks their dump()),
     so every output is the same.
     """
 
@@ -158,8 +158,7 @@ class Schema(ma.Schema):
         return self._dump_one(plan, obj)
 
     def _dump_one(self, plan: list[tuple[Any, ...]], obj: Any) -> Any:
-        if hasattr(obj, "__getitem__"):  # a mapping: marshmallow reads keys, not attributes
-            return super()._serialize(obj)
+        read = _read_key if hasattr(obj, "__getitem__") else getattr
         out = self.dict_class()
         missing = ma.missing
         for key, attr_name, attribute, field, unchanged, convert in plan:
@@ -168,7 +167,7 @@ class Schema(ma.Schema):
                 if value is not missing:
                     out[key] = value
                 continue
-            value = getattr(obj, attribute, missing)
+            value = read(obj, attribute, missing)
             if type(value) in unchanged:
                 out[key] = value
                 continue
@@ -201,6 +200,15 @@ class Schema(ma.Schema):
                 )
             )
         return plan
+
+
+def _read_key(obj: Any, key: str, default: Any) -> Any:
+    """A value of a mapping (or anything with __getitem__) as marshmallow reads it: by key,
+    else by attribute."""
+    try:
+        return obj[key]
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return getattr(obj, key, default)
 
 
 def _unchanged_types(field: ma.fields.Field) -> frozenset[type]:
