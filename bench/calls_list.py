@@ -4,9 +4,9 @@ Both tenants live in the same SQLite file, so the only difference is how many ca
 tenant has. Each case is requested in alternating rounds through the app (in process, one
 request at a time). Target: the 1,000,000-call p50 <= 1.3 x the 10,000-call p50.
 
-The CPU columns time the same requests with the thread's CPU clock: on a shared machine the
-wall-clock p50 also counts the time other processes held the core, so a CPU ratio near 1
-beside a high wall ratio means noise, not scaling.
+The CPU columns time the same requests with the thread's CPU clock, which leaves out the
+time other processes of the machine held the core (not what a hypervisor takes, nor slower
+caches): a CPU ratio near 1 beside a high wall ratio means noise, not scaling.
 
 Both tenants have the same shape (calls spread evenly over 4 agents, 3 of 5 ended), but a
 filtered total is counted only up to COUNT_LIMIT (10,000) rows: at 10,000 calls every filter
