@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime
 from types import NoneType
-from typing import Any
+from typing import Any, Literal
 
 import marshmallow as ma
 from flask import request
@@ -179,7 +179,7 @@ class Schema(ma.Schema):
             out[key] = convert(value, attr_name, obj)
         return out
 
-    def _make_dump_plan(self) -> list[tuple[Any, ...]] | bool:
+    def _make_dump_plan(self) -> list[tuple[Any, ...]] | Literal[False]:
         """Per dumped field: output key, field name, attribute to read (None: let marshmallow
         read it), the field, the value types it dumps unchanged, and what dumps the others."""
         if type(self).get_attribute is not ma.Schema.get_attribute:
@@ -217,7 +217,7 @@ def _unchanged_types(field: ma.fields.Field) -> frozenset[type]:
     kind = type(field)
     if kind is ma.fields.String:
         return frozenset((str, NoneType))
-    if kind is ma.fields.Integer and not field.as_string:
+    if type(field) is ma.fields.Integer and not field.as_string:
         return frozenset((int, NoneType))
     if kind is ma.fields.Boolean:
         return frozenset((bool, NoneType))
