@@ -113,7 +113,7 @@ QUEUED_MARK_LEASES = 60
 # several times the HTTP request itself; the jobs of the deliveries a batch took find nothing
 # left to do.
 BATCH_SIZE = 50
-BATCH_SECONDS = 1.0
+BATCH_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
