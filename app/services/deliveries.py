@@ -152,6 +152,8 @@ def claim(delivery_id: str | None = None, *, limit: int = 1) -> Claim | None:
         & (Delivery.next_attempt_at <= now)
         & (Delivery.lease_until.is_null() | (Delivery.lease_until < now))
     )
+    if not Delivery.select(Delivery.id).where(free).exists():
+        return None  # most jobs of a backlog sent in batches: no write transaction for them
     ids: list[str] = []
     with database.atomic():
         if delivery_id is not None:
