@@ -14,14 +14,14 @@ import hmac
 import json
 import random
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from flask import current_app
-from peewee import ModelSelect
 
 from app import metrics, outbound, queue
-from app.db import database, is_sqlite
+from app.db import database, insert_rows, is_sqlite, raw_sql
 from app.errors import Conflict, NotFound
 from app.models import Delivery, DeliveryAttempt, Event, Tenant, Webhook
 from app.services.pages import Page, paginate
@@ -138,6 +138,24 @@ class Sent:
     excerpt: str | None = None
 
 
+# Fixed SQL (see db.raw_sql): every job claims, and compiling peewee's queries each time cost
+# more than running them. FREE: pending, due, and not leased (its two parameters: now, now).
+FREE = "status = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)"
+ANY_FREE_SQL = f"SELECT 1 FROM delivery WHERE {FREE} LIMIT 1"
+FREE_ONE_SQL = f"SELECT id FROM delivery WHERE id = ? AND {FREE}"
+FREE_OLDEST_SQL = (
+    f"SELECT id FROM delivery WHERE {FREE} AND id <> ? ORDER BY next_attempt_at LIMIT ?"
+)
+LEASE_SQL = (
+    "UPDATE delivery SET lease_until = ?, attempts = attempts + 1, updated_at = ? WHERE id IN "
+)
+SUCCEEDED_SQL = (
+    "UPDATE delivery SET status = 'succeeded', lease_until = NULL, next_attempt_at = NULL, "
+    "last_status_code = ?, last_error = NULL, completed_at = ?, updated_at = ? WHERE id IN "
+)
+RECOVERED_SQL = "UPDATE webhook SET failing_since = NULL WHERE failing_since IS NOT NULL AND id IN "
+
+
 def claim(delivery_id: str | None = None, *, limit: int = 1) -> Claim | None:
     """Take the lease of up to `limit` due, unleased pending deliveries, delivery_id first.
 
@@ -147,34 +165,31 @@ def claim(delivery_id: str | None = None, *, limit: int = 1) -> Claim | None:
     """
     now = utcnow()
     lease_until = now + timedelta(seconds=current_app.config["WEBHOOK_LEASE_SECONDS"])
-    free = (
-        (Delivery.status == "pending")
-        & (Delivery.next_attempt_at <= now)
-        & (Delivery.lease_until.is_null() | (Delivery.lease_until < now))
-    )
-    if not Delivery.select(Delivery.id).where(free).exists():
+    at = Delivery.next_attempt_at.db_value(now)
+    if not database.execute_sql(raw_sql(ANY_FREE_SQL), (at, at)).fetchone():
         return None  # most jobs of a backlog sent in batches: no write transaction for them
+    lock = "" if is_sqlite() else " FOR UPDATE SKIP LOCKED"
     ids: list[str] = []
     with database.atomic():
         if delivery_id is not None:
-            ids += _locked(Delivery.select(Delivery.id).where(free & (Delivery.id == delivery_id)))
-            free &= Delivery.id != delivery_id
+            ids += _ids(FREE_ONE_SQL + lock, (delivery_id, at, at))
         if limit > len(ids):
-            oldest = Delivery.select(Delivery.id).where(free).order_by(Delivery.next_attempt_at)
-            ids += _locked(oldest.limit(limit - len(ids)))
+            ids += _ids(FREE_OLDEST_SQL + lock, (at, at, delivery_id or "", limit - len(ids)))
         if ids:
             # By primary key: chosen above in this transaction, and locked on PostgreSQL.
-            Delivery.update(
-                lease_until=lease_until, attempts=Delivery.attempts + 1, updated_at=now
-            ).where(Delivery.id.in_(ids)).execute()
+            database.execute_sql(
+                raw_sql(LEASE_SQL + _placeholders(ids)),
+                (Delivery.lease_until.db_value(lease_until), at, *ids),
+            )
     return Claim(ids=ids, lease_until=lease_until) if ids else None
 
 
-def _locked(query: "ModelSelect[Delivery]") -> list[str]:
-    """The ids a SELECT finds; on PostgreSQL locked for this transaction, skipping locked ones."""
-    if not is_sqlite():
-        query = query.for_update(skip_locked=True)
-    return [row.id for row in query]
+def _ids(sql: str, params: tuple[object, ...]) -> list[str]:
+    return [row[0] for row in database.execute_sql(raw_sql(sql), params)]
+
+
+def _placeholders(values: Collection[object]) -> str:
+    return "(" + ", ".join("?" * len(values)) + ")"
 
 
 def attempt(*, delivery_id: str, batch_size: int = 1) -> str | None:
@@ -313,20 +328,20 @@ def record(
                 & (Delivery.lease_until == lease_until)
             ).execute()
         if sent:
-            DeliveryAttempt.insert_many(
+            insert_rows(
                 [
-                    {
-                        "delivery": outcome.delivery.id,
-                        "number": outcome.delivery.attempts,
-                        "attempted_at": outcome.attempted_at,
-                        "duration_ms": outcome.duration_ms,
-                        "status_code": outcome.status_code,
-                        "error": outcome.error,
-                        "response_excerpt": outcome.excerpt,
-                    }
+                    DeliveryAttempt(
+                        delivery=outcome.delivery.id,
+                        number=outcome.delivery.attempts,
+                        attempted_at=outcome.attempted_at,
+                        duration_ms=outcome.duration_ms,
+                        status_code=outcome.status_code,
+                        error=outcome.error,
+                        response_excerpt=outcome.excerpt,
+                    )
                     for outcome in sent
                 ]
-            ).execute()
+            )
         for delivery in disabled:
             _settle(delivery.id, lease_until, status="failed", error="The webhook is disabled.")
             statuses[delivery.id] = "failed"
@@ -337,23 +352,16 @@ def record(
         # released), so the clock of failures is reset first and started again after.
         recovered = {o.delivery.webhook_id for o in sent if o.error is None}
         if recovered:
-            Webhook.update(failing_since=None).where(
-                Webhook.id.in_(recovered) & Webhook.failing_since.is_null(False)
-            ).execute()
+            database.execute_sql(raw_sql(RECOVERED_SQL + _placeholders(recovered)), (*recovered,))
         for outcome in sent:
             if outcome.error is not None:
                 statuses[outcome.delivery.id] = _record_failure(outcome, lease_until, now=now)
         for status_code, ids in succeeded.items():
             # A success is written whoever holds the lease now: the receiver has it.
-            Delivery.update(
-                status="succeeded",
-                lease_until=None,
-                next_attempt_at=None,
-                last_status_code=status_code,
-                last_error=None,
-                completed_at=now,
-                updated_at=now,
-            ).where(Delivery.id.in_(ids)).execute()
+            at = Delivery.completed_at.db_value(now)
+            database.execute_sql(
+                raw_sql(SUCCEEDED_SQL + _placeholders(ids)), (status_code, at, at, *ids)
+            )
             statuses.update(dict.fromkeys(ids, "succeeded"))
     return statuses
 
