@@ -7,9 +7,9 @@ from app.services import deliveries, function_calls
 
 
 def deliver_webhook(delivery_id: str) -> None:
-    """Make one attempt of a webhook delivery, if it is due and no other job holds it."""
+    """Attempt a webhook delivery if it is due and free, and other due ones in batches with it."""
     with connection():
-        deliveries.attempt(delivery_id=delivery_id)
+        deliveries.deliver(delivery_id=delivery_id)
 
 
 def invoke_function(invocation: dict[str, Any]) -> None:

@@ -42,9 +42,10 @@ class Receiver:
 
             def handle_any(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                request = Received(
-                    self.command, self.path, dict(self.headers), self.rfile.read(length)
-                )
+                body = self.rfile.read(length)
+                if len(body) < length:
+                    return  # the sender died mid-request (a killed worker): nothing was sent
+                request = Received(self.command, self.path, dict(self.headers), body)
                 with receiver.lock:
                     receiver.requests.append(request)
                 answer = receiver.answer(request)

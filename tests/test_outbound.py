@@ -121,6 +121,23 @@ def test_sender_connects_to_the_vetted_address_and_keeps_the_host_name():
         assert request.headers["User-Agent"].startswith("VoiceAgentAPI/")
 
 
+def test_sender_keeps_the_connection_alive_and_guards_each_new_one():
+    looked_up = []
+
+    def resolver(host, port):
+        looked_up.append(host)  # the guard resolves and vets once per new connection
+        return ["127.0.0.1"]
+
+    answers = iter([Answer(), Answer(), Answer(headers={"Connection": "close"}), Answer()])
+    with Receiver(lambda request: next(answers)) as receiver:
+        sender = outbound.Sender(allow_private=True, resolver=resolver)
+        url = f"http://hooks.example.com:{receiver.port}/in"
+        for _ in range(4):
+            assert sender.send("POST", url, body=b"{}", timeout=(3, 5)).status_code == 200
+    assert looked_up == ["hooks.example.com"] * 2  # three requests on one connection, then one
+    assert outbound.sender(True) is outbound.sender(True)  # one per process and policy
+
+
 def test_sender_refuses_a_name_resolving_to_loopback_before_connecting():
     with Receiver() as receiver:
         sender = outbound.Sender(allow_private=False, resolver=fixed("127.0.0.1"))

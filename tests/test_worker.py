@@ -14,7 +14,7 @@ from rq import Queue
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 
 from app import queue
-from app.models import Delivery
+from app.models import Delivery, DeliveryAttempt
 from app.services import events
 from tests.receiver import Answer, Receiver
 from tests.workers import (
@@ -123,6 +123,31 @@ def test_worker_killed_mid_burst_loses_nothing(tenant, workers):
         f"500 events, worker killed after {killed_at}: {time.monotonic() - started:.1f}s "
         f"({emitted - started:.1f}s emitting)"
     )
+
+
+@pytest.mark.slow
+def test_worker_killed_mid_batch_loses_nothing(tenant, workers):
+    """SIGKILL between two sends of a batch: once its lease expires, all are sent again."""
+    with Receiver(lambda request: Answer(delay=0.1)) as receiver:
+        register_webhook(tenant, receiver.url)
+        sent = {emit(tenant, durationSeconds=number).id for number in range(30)}
+        first = workers.start()
+        receiver.wait_for(3, timeout=30)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        killed_at = receiver.event_ids()
+        assert len(killed_at) < 30
+        # One job held them all, and died before writing anything.
+        assert Delivery.select().where(Delivery.lease_until.is_null(False)).count() == 30
+        assert DeliveryAttempt.select().count() == 0
+        workers.start()
+        wait_until(lambda: receiver.event_ids() >= sent, 60, "events missing", workers)
+    assert receiver.event_ids() == sent
+    wait_until(
+        lambda: {d.status for d in Delivery.select()} == {"succeeded"}, 20, "not settled", workers
+    )
+    again = [r for r in receiver.requests if r.headers["X-Service-Event-Id"] in killed_at]
+    assert {r.headers["X-Service-Attempt"] for r in again} == {"1", "2"}
 
 
 @pytest.fixture

@@ -12,6 +12,9 @@ SPEEDS = {
     "WEBHOOK_RETRY_SCALE": "0.001",  # 5 s becomes 5 ms, 5 min 0.3 s
     "WEBHOOK_LEASE_SECONDS": "3",
     "SWEEP_INTERVAL": "0.2",
+    # An attempt takes at most 1.5 s, well within the lease, so a job sends batches.
+    "WEBHOOK_CONNECT_TIMEOUT": "0.5",
+    "WEBHOOK_TIMEOUT": "1",
 }
 
 

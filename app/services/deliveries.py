@@ -1,9 +1,10 @@
-"""Webhook deliveries: one signed attempt at a time, the retry schedule, the log and the sweeper.
+"""Webhook deliveries: signed attempts in batches, the retry schedule, the log and the sweeper.
 
-The delivery row is the truth. A job claims a due delivery with a conditional UPDATE that sets
-a lease, sends without holding a transaction, then writes the outcome: success, the next
-attempt time, or failure for good. The sweeper enqueues every due delivery that no live lease
-holds, so an enqueue lost to a Redis outage or a worker killed mid-send only delays it.
+The delivery row is the truth. A job claims its due delivery, and other due ones with it, with
+a conditional UPDATE that sets a lease, sends them without holding a transaction, then writes
+each outcome in one transaction: success, the next attempt time, or failure for good. The
+sweeper enqueues every due delivery that no live lease holds, so an enqueue lost to a Redis
+outage or a worker killed mid-batch only delays it.
 """
 
 import base64
@@ -13,13 +14,14 @@ import hmac
 import json
 import random
 import time
-from dataclasses import replace
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from flask import current_app
 
 from app import metrics, outbound, queue
-from app.db import database
+from app.db import database, insert_rows, is_sqlite, raw_sql
 from app.errors import Conflict, NotFound
 from app.models import Delivery, DeliveryAttempt, Event, Tenant, Webhook
 from app.services.pages import Page, paginate
@@ -105,47 +107,173 @@ QUEUED = "delivery:"  # the sweeper's once-key of a delivery whose job waits in 
 QUEUED_MARK_LEASES = 60
 
 
-def claim(delivery_id: str) -> datetime | None:
-    """Take the lease of a due, unleased pending delivery; the lease's expiry, or None."""
+# A job sends its own delivery and, with it, other due ones: up to BATCH_SIZE claimed with one
+# UPDATE and recorded in one transaction, and batch after batch while a backlog lasts, for up
+# to BATCH_SECONDS. Per delivery, a job's queue round trips and two write transactions cost
+# several times the HTTP request itself; the jobs of the deliveries a batch took find nothing
+# left to do.
+BATCH_SIZE = 50
+BATCH_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Deliveries a job holds: their ids, in the order claimed, and the lease's expiry."""
+
+    ids: list[str]
+    lease_until: datetime
+
+
+@dataclass
+class Sent:
+    """What one attempt came to, before it is written."""
+
+    delivery: Delivery
+    attempted_at: datetime
+    duration_ms: int
+    status_code: int | None = None
+    error: str | None = None
+    timed_out: bool = False
+    retry_after: float | None = None
+    excerpt: str | None = None
+
+
+# Fixed SQL (see db.raw_sql): every job claims, and compiling peewee's queries each time cost
+# more than running them. FREE: pending, due, and not leased (its two parameters: now, now).
+FREE = "status = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)"
+ANY_FREE_SQL = f"SELECT 1 FROM delivery WHERE {FREE} LIMIT 1"
+FREE_ONE_SQL = f"SELECT id FROM delivery WHERE id = ? AND {FREE}"
+FREE_OLDEST_SQL = (
+    f"SELECT id FROM delivery WHERE {FREE} AND id <> ? ORDER BY next_attempt_at LIMIT ?"
+)
+LEASE_SQL = (
+    "UPDATE delivery SET lease_until = ?, attempts = attempts + 1, updated_at = ? WHERE id IN "
+)
+SUCCEEDED_SQL = (
+    "UPDATE delivery SET status = 'succeeded', lease_until = NULL, next_attempt_at = NULL, "
+    "last_status_code = ?, last_error = NULL, completed_at = ?, updated_at = ? WHERE id IN "
+)
+RECOVERED_SQL = "UPDATE webhook SET failing_since = NULL WHERE failing_since IS NOT NULL AND id IN "
+
+
+def claim(delivery_id: str | None = None, *, limit: int = 1) -> Claim | None:
+    """Take the lease of up to `limit` due, unleased pending deliveries, delivery_id first.
+
+    With a delivery_id and limit 1, only that delivery; then the longest due. They are chosen
+    and leased in one write transaction (on PostgreSQL, rows another job is claiming are
+    skipped), so a delivery another job holds, or that is not due, is never taken.
+    """
     now = utcnow()
     lease_until = now + timedelta(seconds=current_app.config["WEBHOOK_LEASE_SECONDS"])
+    at = Delivery.next_attempt_at.db_value(now)
+    if not database.execute_sql(raw_sql(ANY_FREE_SQL), (at, at)).fetchone():
+        return None  # most jobs of a backlog sent in batches: no write transaction for them
+    lock = "" if is_sqlite() else " FOR UPDATE SKIP LOCKED"
+    ids: list[str] = []
     with database.atomic():
-        claimed = (
-            Delivery.update(lease_until=lease_until, attempts=Delivery.attempts + 1, updated_at=now)
-            .where(
-                (Delivery.id == delivery_id)
-                & (Delivery.status == "pending")
-                & (Delivery.next_attempt_at <= now)
-                & (Delivery.lease_until.is_null() | (Delivery.lease_until < now))
+        if delivery_id is not None:
+            ids += _ids(FREE_ONE_SQL + lock, (delivery_id, at, at))
+        if limit > len(ids):
+            ids += _ids(FREE_OLDEST_SQL + lock, (at, at, delivery_id or "", limit - len(ids)))
+        if ids:
+            # By primary key: chosen above in this transaction, and locked on PostgreSQL.
+            database.execute_sql(
+                raw_sql(LEASE_SQL + _placeholders(ids)),
+                (Delivery.lease_until.db_value(lease_until), at, *ids),
             )
-            .execute()
-        )
-    return lease_until if claimed else None
+    return Claim(ids=ids, lease_until=lease_until) if ids else None
 
 
-def attempt(*, delivery_id: str) -> str | None:
-    """Make one attempt of a delivery if it is due and free; its status after, or None."""
+def _ids(sql: str, params: tuple[object, ...]) -> list[str]:
+    return [row[0] for row in database.execute_sql(raw_sql(sql), params)]
+
+
+def _placeholders(values: Collection[object]) -> str:
+    return "(" + ", ".join("?" * len(values)) + ")"
+
+
+def attempt(*, delivery_id: str, batch_size: int = 1) -> str | None:
+    """Attempt a delivery if it is due and free (with other due ones up to batch_size).
+
+    Its status after, or None when it was not attempted.
+    """
     queue.forget_once(QUEUED + delivery_id)  # no job of it waits now: the sweeper may send it
-    lease_until = claim(delivery_id)
-    if lease_until is None:
-        return None
-    delivery = (
+    return attempt_batch(delivery_id, limit=batch_size).get(delivery_id)
+
+
+def deliver(*, delivery_id: str) -> None:
+    """A delivery job: its delivery and other due ones, batch after batch for BATCH_SECONDS."""
+    queue.forget_once(QUEUED + delivery_id)
+    until = time.monotonic() + BATCH_SECONDS
+    first: str | None = delivery_id
+    while len(attempt_batch(first, limit=BATCH_SIZE)) >= BATCH_SIZE:
+        if time.monotonic() >= until:
+            break  # the rest is left to the queued jobs of those deliveries
+        first = None
+
+
+def attempt_batch(first: str | None, *, limit: int) -> dict[str, str | None]:
+    """Claim, send and record a batch; the status of each delivery claimed (None: released).
+
+    Every attempt is sent without a transaction open, and all are written in one. The first
+    delivery is always sent; another only while the batch is under BATCH_SECONDS old and the
+    lease outlasts the longest an attempt may take (so no other job can take it over
+    meanwhile), and not once its webhook failed in this batch (a failing receiver gets one
+    attempt per batch, and a 410 is heeded before the next). The ones not sent are released,
+    due as before.
+    """
+    config = current_app.config
+    longest = config["WEBHOOK_CONNECT_TIMEOUT"] + config["WEBHOOK_TIMEOUT"]
+    seconds = min(BATCH_SECONDS, config["WEBHOOK_LEASE_SECONDS"] - longest)
+    if seconds <= 0:
+        limit = 1  # the lease covers one attempt only
+    send_until = time.monotonic() + seconds
+    taken = claim(first, limit=limit)
+    if taken is None:
+        return {}
+    rows = (
         Delivery.select(Delivery, Event, Webhook)
         .join(Event)
         .switch(Delivery)
         .join(Webhook)
-        .where(Delivery.id == delivery_id)
-        .get_or_none()
+        .where(Delivery.id.in_(taken.ids))
     )
-    if delivery is None:  # deleted with its webhook meanwhile
-        return None
-    webhook, event = delivery.webhook, delivery.event
-    if not webhook.is_active:
-        with database.atomic():
-            _settle(delivery, lease_until, status="failed", error="The webhook is disabled.")
-        return "failed"
+    by_id = {delivery.id: delivery for delivery in rows}  # one deleted with its webhook: gone
+    sent: list[Sent] = []
+    disabled: list[Delivery] = []
+    released: list[str] = []
+    failed_webhooks: set[str] = set()
+    for delivery_id in taken.ids:
+        delivery = by_id.get(delivery_id)
+        if delivery is None:
+            continue
+        if not delivery.webhook.is_active:
+            disabled.append(delivery)
+        elif (sent or disabled) and (
+            time.monotonic() >= send_until or delivery.webhook_id in failed_webhooks
+        ):
+            released.append(delivery_id)
+        else:
+            outcome = send(delivery)
+            sent.append(outcome)
+            if outcome.error is not None:
+                failed_webhooks.add(delivery.webhook_id)
+    statuses = record(taken.lease_until, sent=sent, disabled=disabled, released=released)
+    for outcome in sent:
+        status = statuses[outcome.delivery.id]
+        label = {"succeeded": "success", "pending": "retry"}.get(status or "", "failed")
+        metrics.WEBHOOK_ATTEMPTS.labels(label, str(outcome.delivery.attempts)).inc()
+        if status == "succeeded":
+            metrics.WEBHOOK_LAG.observe(
+                (utcnow() - outcome.delivery.event.created_at).total_seconds()
+            )
+    return statuses
 
+
+def send(delivery: Delivery) -> Sent:
+    """Make one signed attempt of a claimed delivery (no database work)."""
     config = current_app.config
+    webhook, event = delivery.webhook, delivery.event
     body = event_body(event)
     headers = request_headers(
         secret=webhook.secret,
@@ -157,9 +285,6 @@ def attempt(*, delivery_id: str) -> str | None:
     )
     attempted_at = utcnow()
     started = time.monotonic()
-    response: outbound.Response | None = None
-    error: str | None = None
-    timed_out = False
     try:
         response = outbound.sender(bool(config["ALLOW_PRIVATE_URLS"])).send(
             "POST",
@@ -169,37 +294,76 @@ def attempt(*, delivery_id: str) -> str | None:
             timeout=(config["WEBHOOK_CONNECT_TIMEOUT"], config["WEBHOOK_TIMEOUT"]),
         )
     except outbound.OutboundError as exc:
-        error = str(exc)
-        timed_out = isinstance(exc, outbound.OutboundTimeout)
-    duration_ms = response.duration_ms if response else int((time.monotonic() - started) * 1000)
-    status_code = response.status_code if response else None
-    if response is not None and not 200 <= response.status_code < 300:
-        error = _status_error(response.status_code)
-    with database.atomic():
-        DeliveryAttempt.create(
-            delivery=delivery.id,
-            number=delivery.attempts,
-            attempted_at=attempted_at,
-            duration_ms=duration_ms,
-            status_code=status_code,
-            error=error,
-            response_excerpt=response.text(EXCERPT_BYTES) if response else None,
-        )
-        outcome = _record_outcome(
+        return Sent(
             delivery,
-            lease_until,
-            status_code=status_code,
-            error=error,
-            timed_out=timed_out,
-            retry_after=parse_retry_after(response.headers.get("Retry-After"))
-            if response
-            else None,
+            attempted_at,
+            duration_ms=int((time.monotonic() - started) * 1000),
+            error=str(exc),
+            timed_out=isinstance(exc, outbound.OutboundTimeout),
         )
-    label = {"succeeded": "success", "pending": "retry"}.get(outcome, "failed")
-    metrics.WEBHOOK_ATTEMPTS.labels(label, str(delivery.attempts)).inc()
-    if outcome == "succeeded":
-        metrics.WEBHOOK_LAG.observe((utcnow() - event.created_at).total_seconds())
-    return outcome
+    ok = 200 <= response.status_code < 300
+    return Sent(
+        delivery,
+        attempted_at,
+        duration_ms=response.duration_ms,
+        status_code=response.status_code,
+        error=None if ok else _status_error(response.status_code),
+        retry_after=None if ok else parse_retry_after(response.headers.get("Retry-After")),
+        excerpt=response.text(EXCERPT_BYTES),
+    )
+
+
+def record(
+    lease_until: datetime, *, sent: list[Sent], disabled: list[Delivery], released: list[str]
+) -> dict[str, str | None]:
+    """Write a batch in one transaction: the attempts, their outcomes and the releases."""
+    statuses: dict[str, str | None] = dict.fromkeys(released)
+    now = utcnow()
+    succeeded: dict[int | None, list[str]] = {}
+    with database.atomic():
+        if released:  # not attempted after all: as it was, due, and free for the next job
+            Delivery.update(lease_until=None, attempts=Delivery.attempts - 1).where(
+                Delivery.id.in_(released)
+                & (Delivery.status == "pending")
+                & (Delivery.lease_until == lease_until)
+            ).execute()
+        if sent:
+            insert_rows(
+                [
+                    DeliveryAttempt(
+                        delivery=outcome.delivery.id,
+                        number=outcome.delivery.attempts,
+                        attempted_at=outcome.attempted_at,
+                        duration_ms=outcome.duration_ms,
+                        status_code=outcome.status_code,
+                        error=outcome.error,
+                        response_excerpt=outcome.excerpt,
+                    )
+                    for outcome in sent
+                ]
+            )
+        for delivery in disabled:
+            _settle(delivery.id, lease_until, status="failed", error="The webhook is disabled.")
+            statuses[delivery.id] = "failed"
+        for outcome in sent:
+            if outcome.error is None:
+                succeeded.setdefault(outcome.status_code, []).append(outcome.delivery.id)
+        # A webhook's failure in a batch comes after its successes (its other deliveries were
+        # released), so the clock of failures is reset first and started again after.
+        recovered = {o.delivery.webhook_id for o in sent if o.error is None}
+        if recovered:
+            database.execute_sql(raw_sql(RECOVERED_SQL + _placeholders(recovered)), (*recovered,))
+        for outcome in sent:
+            if outcome.error is not None:
+                statuses[outcome.delivery.id] = _record_failure(outcome, lease_until, now=now)
+        for status_code, ids in succeeded.items():
+            # A success is written whoever holds the lease now: the receiver has it.
+            at = Delivery.completed_at.db_value(now)
+            database.execute_sql(
+                raw_sql(SUCCEEDED_SQL + _placeholders(ids)), (status_code, at, at, *ids)
+            )
+            statuses.update(dict.fromkeys(ids, "succeeded"))
+    return statuses
 
 
 def _status_error(status_code: int) -> str:
@@ -208,25 +372,10 @@ def _status_error(status_code: int) -> str:
     return f"The receiver answered {status_code}."
 
 
-def _record_outcome(
-    delivery: Delivery,
-    lease_until: datetime,
-    *,
-    status_code: int | None,
-    error: str | None,
-    timed_out: bool,
-    retry_after: float | None,
-) -> str:
-    """Write what one attempt led to: done, the next attempt time, or failed for good."""
-    now = utcnow()
+def _record_failure(outcome: Sent, lease_until: datetime, *, now: datetime) -> str:
+    """Write what a failed attempt led to: the next attempt time, or failed for good."""
+    delivery, status_code = outcome.delivery, outcome.status_code
     webhook_id = delivery.webhook_id
-    if error is None:
-        _settle(delivery, None, status="succeeded", status_code=status_code)
-        Webhook.update(failing_since=None).where(
-            (Webhook.id == webhook_id) & Webhook.failing_since.is_null(False)
-        ).execute()
-        return "succeeded"
-
     Webhook.update(failing_since=now).where(
         (Webhook.id == webhook_id) & Webhook.failing_since.is_null()
     ).execute()
@@ -241,23 +390,26 @@ def _record_outcome(
     else:
         status = "pending"
         delay = retry_delay(
-            delivery.attempts, status_code=status_code, timed_out=timed_out, retry_after=retry_after
+            delivery.attempts,
+            status_code=status_code,
+            timed_out=outcome.timed_out,
+            retry_after=outcome.retry_after,
         )
         next_attempt_at = now + timedelta(seconds=delay)
     _settle(
-        delivery,
+        delivery.id,
         lease_until,
         status=status,
         status_code=status_code,
-        error=error,
+        error=outcome.error,
         next_attempt_at=next_attempt_at,
     )
     return status
 
 
 def _settle(
-    delivery: Delivery,
-    lease_until: datetime | None,
+    delivery_id: str,
+    lease_until: datetime,
     *,
     status: str,
     status_code: int | None = None,
@@ -266,11 +418,12 @@ def _settle(
 ) -> None:
     """Release the lease with the attempt's outcome.
 
-    A failure is written only while this job still holds the lease: if it expired and another
-    job took the delivery over, that job's outcome is the one that counts. A success always is.
+    Written only while this job still holds the lease: if it expired and another job took the
+    delivery over, that job's outcome is the one that counts (a success is written by record()
+    whoever holds it).
     """
     now = utcnow()
-    query = Delivery.update(
+    Delivery.update(
         status=status,
         lease_until=None,
         next_attempt_at=next_attempt_at,
@@ -278,10 +431,11 @@ def _settle(
         last_error=error,
         completed_at=None if status == "pending" else now,
         updated_at=now,
-    ).where(Delivery.id == delivery.id)
-    if lease_until is not None:
-        query = query.where((Delivery.status == "pending") & (Delivery.lease_until == lease_until))
-    query.execute()
+    ).where(
+        (Delivery.id == delivery_id)
+        & (Delivery.status == "pending")
+        & (Delivery.lease_until == lease_until)
+    ).execute()
 
 
 def disable(webhook: Webhook, *, reason: str | None) -> None:

@@ -11,9 +11,10 @@ import time
 from datetime import timedelta
 
 import pytest
+from playhouse.test_utils import count_queries
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 
-from app import queue
+from app import jobs, queue
 from app.models import Delivery, DeliveryAttempt, Event, Webhook
 from app.services import deliveries, events
 from app.services import webhooks as webhook_service
@@ -44,6 +45,11 @@ def only_delivery():
 def new_delivery(tenant, webhook, **fields):
     event = Event.create(id=new_id("evt"), tenant=tenant, type="call.ended", data={})
     return Delivery.create(id=new_id("dlv"), tenant=tenant, webhook=webhook, event=event, **fields)
+
+
+def due_deliveries(tenant, webhook, count):
+    earlier = utcnow() - timedelta(seconds=1)
+    return [new_delivery(tenant, webhook, next_attempt_at=earlier) for _ in range(count)]
 
 
 def make_due(delivery_id):
@@ -252,6 +258,112 @@ def test_claim_skips_deliveries_not_yet_due_or_settled(app, tenant):
     done = new_delivery(tenant, webhook, status="succeeded")
     assert deliveries.claim(later.id) is None and deliveries.claim(done.id) is None
     assert deliveries.attempt(delivery_id=later.id) is None
+
+
+def test_claims_of_batches_never_overlap(app, tenant):
+    batch = due_deliveries(tenant, register(tenant, "http://127.0.0.1:9/"), 5)
+    first = deliveries.claim(limit=3)
+    second = deliveries.claim(batch[0].id, limit=3)  # taken already: the two left instead
+    assert len(first.ids) == 3 and len(second.ids) == 2
+    assert set(first.ids) | set(second.ids) == {d.id for d in batch}
+    assert deliveries.claim(limit=3) is None
+
+
+def test_job_sends_other_due_deliveries_with_its_own(app, tenant):
+    with Receiver() as receiver:
+        webhook = register(tenant, receiver.url)
+        batch = due_deliveries(tenant, webhook, 5)
+        later = new_delivery(tenant, webhook, next_attempt_at=utcnow() + timedelta(minutes=5))
+        [held] = due_deliveries(tenant, webhook, 1)
+        Delivery.update(lease_until=utcnow() + timedelta(minutes=1)).where(
+            Delivery.id == held.id
+        ).execute()
+        jobs.deliver_webhook(batch[2].id)
+        sent = [request.headers["X-Service-Delivery-Id"] for request in receiver.requests]
+        for delivery in batch:  # the jobs of the others find nothing left to do
+            jobs.deliver_webhook(delivery.id)
+        assert len(receiver.requests) == len(batch)
+    assert sent[0] == batch[2].id and sorted(sent) == sorted(d.id for d in batch)
+    assert {r.headers["X-Service-Attempt"] for r in receiver.requests} == {"1"}
+    rows = {d.id: (d.status, d.attempts, d.lease_until) for d in Delivery.select()}
+    assert all(rows[d.id] == ("succeeded", 1, None) for d in batch)
+    assert rows[later.id][:2] == rows[held.id][:2] == ("pending", 0)
+    log = [(a.delivery_id, a.number, a.status_code) for a in DeliveryAttempt.select()]
+    assert sorted(log) == sorted((d.id, 1, 200) for d in batch)
+
+
+def test_batch_costs_the_same_queries_whatever_its_size(app, tenant):
+    def queries_for(count):
+        with Receiver() as receiver:
+            batch = due_deliveries(tenant, register(tenant, receiver.url), count)
+            with count_queries() as counter:
+                deliveries.attempt(delivery_id=batch[0].id, batch_size=50)
+            assert len(receiver.requests) == count
+        return counter.count
+
+    assert queries_for(2) == queries_for(20)
+
+
+def test_job_takes_batch_after_batch_while_a_backlog_lasts(app, tenant, monkeypatch):
+    monkeypatch.setattr(deliveries, "BATCH_SIZE", 3)
+    with Receiver() as receiver:
+        batch = due_deliveries(tenant, register(tenant, receiver.url), 8)
+        jobs.deliver_webhook(batch[0].id)
+        assert len(receiver.requests) == 8
+    assert {d.status for d in Delivery.select()} == {"succeeded"}
+
+
+def test_batch_tries_a_failing_receiver_once_and_leaves_its_others_due(app, tenant):
+    with Receiver(lambda request: Answer(500 if request.path == "/down" else 200)) as receiver:
+        down = due_deliveries(tenant, register(tenant, receiver.url + "/down"), 3)
+        up = due_deliveries(tenant, register(tenant, receiver.url + "/up"), 3)
+        before = utcnow()
+        assert deliveries.attempt(delivery_id=down[0].id, batch_size=50) == "pending"
+        paths = [request.path for request in receiver.requests]
+    assert paths[0] == "/down" and sorted(paths) == ["/down"] + ["/up"] * 3
+    first = Delivery.get_by_id(down[0].id)
+    assert first.attempts == 1 and first.next_attempt_at > before + timedelta(seconds=3)
+    for delivery in down[1:]:  # released as they were: due, free, never attempted
+        row = Delivery.get_by_id(delivery.id)
+        assert (row.status, row.attempts, row.lease_until) == ("pending", 0, None)
+        assert row.next_attempt_at < before
+    assert {Delivery.get_by_id(d.id).status for d in up} == {"succeeded"}
+    assert DeliveryAttempt.select().count() == 4
+
+
+def test_gone_in_a_batch_fails_the_webhooks_other_deliveries_unsent(app, tenant):
+    with Receiver(lambda request: Answer(410)) as receiver:
+        webhook = register(tenant, receiver.url)
+        batch = due_deliveries(tenant, webhook, 4)
+        deliveries.attempt(delivery_id=batch[0].id, batch_size=50)
+        assert len(receiver.requests) == 1
+    assert not Webhook.get_by_id(webhook.id).is_active
+    assert {(d.status, d.lease_until) for d in Delivery.select()} == {("failed", None)}
+    assert [a.delivery_id for a in DeliveryAttempt.select()] == [batch[0].id]
+
+
+def test_batch_stops_sending_after_its_time_and_releases_the_rest(app, tenant, monkeypatch):
+    monkeypatch.setattr(deliveries, "BATCH_SECONDS", 0.3)
+    with Receiver(lambda request: Answer(delay=0.2)) as receiver:
+        batch = due_deliveries(tenant, register(tenant, receiver.url), 6)
+        statuses = deliveries.attempt_batch(batch[0].id, limit=50)
+        sent = {request.headers["X-Service-Delivery-Id"] for request in receiver.requests}
+    assert 1 <= len(sent) <= 3 and batch[0].id in sent
+    assert statuses == {d.id: "succeeded" if d.id in sent else None for d in batch}
+    for delivery in batch:
+        row = Delivery.get_by_id(delivery.id)
+        if delivery.id not in sent:
+            assert (row.status, row.attempts, row.lease_until) == ("pending", 0, None)
+
+
+def test_lease_that_covers_one_attempt_only_takes_one_delivery(app, tenant):
+    app.config["WEBHOOK_LEASE_SECONDS"] = 5  # an attempt may take 3 s + 10 s
+    with Receiver() as receiver:
+        batch = due_deliveries(tenant, register(tenant, receiver.url), 3)
+        jobs.deliver_webhook(batch[1].id)
+        sent = [request.headers["X-Service-Delivery-Id"] for request in receiver.requests]
+    assert sent == [batch[1].id]
+    assert [Delivery.get_by_id(d.id).attempts for d in batch] == [0, 1, 0]
 
 
 def test_sweeper_sends_due_deliveries_and_skips_leased_ones(app, tenant):
