@@ -2,7 +2,6 @@
 
 import os
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,7 +12,7 @@ import peewee
 from flask import Flask
 from peewee_migrate import Router
 from playhouse.db_url import connect, register_database
-from playhouse.pool import PooledPostgresqlDatabase, PooledSqliteDatabase
+from playhouse.pool import PooledSqliteDatabase
 
 database = peewee.DatabaseProxy()
 
@@ -109,39 +108,7 @@ class SerializedSqliteDatabase(PooledSqliteDatabase):
             self._writer.release()
 
 
-class CheckedPostgresqlDatabase(PooledPostgresqlDatabase):
-    """Pooled PostgreSQL that checks a connection with a round trip only after it sat idle.
-
-    peewee's pool sends SELECT 1 on every checkout, under the pool's lock: a round trip per
-    request. A connection returned less than RECHECK_AFTER_S ago is handed out unchecked; one
-    that sat longer (when a server restart could have cut it) is checked as before.
-    """
-
-    RECHECK_AFTER_S = 1.0
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._returned: dict[int, float] = {}
-
-    def _is_closed(self, conn: Any) -> bool:
-        returned = self._returned.pop(self.conn_key(conn), None)
-        recent = returned is not None and time.monotonic() - returned < self.RECHECK_AFTER_S
-        if recent and not conn.closed and conn.get_transaction_status() == 0:  # idle
-            return False
-        return bool(super()._is_closed(conn))
-
-    def _close(self, conn: Any, close_conn: bool = False) -> None:
-        if not close_conn:
-            self._returned[self.conn_key(conn)] = time.monotonic()
-        super()._close(conn, close_conn)
-
-    def _close_raw(self, conn: Any) -> None:
-        self._returned.pop(self.conn_key(conn), None)
-        super()._close_raw(conn)
-
-
 register_database(SerializedSqliteDatabase, "sqlite+pool")
-register_database(CheckedPostgresqlDatabase, "postgres+pool", "postgresql+pool")
 
 
 def make_database(url: str) -> peewee.Database:

@@ -4,7 +4,6 @@ import threading
 import time
 
 import peewee
-import psycopg2
 import pytest
 
 from app import db
@@ -82,30 +81,3 @@ def test_sqlite_write_transactions_of_one_process_take_turns(tmp_path):
         database.execute_sql("ROLLBACK")
     assert not database._writer.locked()
     database.close_all()
-
-
-@pytest.mark.postgres_only
-def test_a_postgresql_connection_is_checked_only_after_sitting_idle(app, monkeypatch):
-    """A connection handed back a moment ago is reused without a round trip; one idle for
-    longer is checked, and one the server cut is replaced."""
-    pool = db.database.obj
-    checks: list[int] = []
-    check = pool._adapter.is_connection_closed
-    monkeypatch.setattr(
-        pool._adapter, "is_connection_closed", lambda conn: checks.append(1) or check(conn)
-    )
-    db.close_all()
-    with db.connection():
-        first = pool.connection()
-    with db.connection():
-        assert pool.connection() is first and checks == []
-    monkeypatch.setattr(pool, "RECHECK_AFTER_S", 0.0)
-    with db.connection():
-        pid = pool.execute_sql("SELECT pg_backend_pid()").fetchone()[0]
-    assert checks == [1]
-    admin = psycopg2.connect(app.config["DATABASE_URL"])
-    admin.autocommit = True
-    admin.cursor().execute("SELECT pg_terminate_backend(%s)", (pid,))
-    admin.close()
-    with db.connection():
-        assert pool.execute_sql("SELECT pg_backend_pid()").fetchone()[0] != pid
