@@ -142,7 +142,7 @@ def test_calls_simulate_drives_a_whole_call(runner, tenant, did):
 
 def test_calls_simulate_reports_a_refused_call(runner, tenant, did):
     tenant_service.set_threshold(tenant=tenant, minutes=0)
-    billing._apply(tenant_id=tenant.id, type="adjustment", minutes=-100)
+    billing._move(tenant_id=tenant.id, type="adjustment", minutes=-100)
     result = runner.invoke(args=["calls", "simulate", "--did", did])
     assert result.exit_code == 1
     assert "no credit minutes left" in result.output

@@ -56,33 +56,12 @@ def _move(
     return entry, threshold
 
 
-def _apply(
-    *,
-    tenant_id: str,
-    type: str,
-    minutes: int,
-    description: str = "",
-    call_id: str | None = None,
-    idempotency_key: str | None = None,
-) -> CreditTransaction:
-    """Move minutes and write the ledger entry (see _move); call inside a transaction."""
-    entry, _ = _move(
-        tenant_id=tenant_id,
-        type=type,
-        minutes=minutes,
-        description=description,
-        call_id=call_id,
-        idempotency_key=idempotency_key,
-    )
-    return entry
-
-
 def grant(*, tenant: Tenant, minutes: int, note: str = "") -> CreditTransaction:
     """Add purchased minutes (a purchase ledger entry)."""
     if minutes < 1:
         raise ValidationFailed("Grant at least 1 minute.")
     with database.atomic():
-        entry = _apply(
+        entry, _ = _move(
             tenant_id=tenant.id,
             type="purchase",
             minutes=minutes,

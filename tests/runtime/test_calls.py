@@ -86,7 +86,7 @@ def test_start_call_records_ringing_call_and_returns_session(client, runtime_hea
 
 
 def test_session_time_limit_is_the_balance_when_lower(client, runtime_headers, tenant, did):
-    billing._apply(tenant_id=tenant.id, type="adjustment", minutes=-97)
+    billing._move(tenant_id=tenant.id, type="adjustment", minutes=-97)
     session = start(client, runtime_headers, did).json["session"]
     assert session["maxCallDurationSeconds"] == 180
 
@@ -222,7 +222,7 @@ def test_unknown_number_is_no_agent_and_records_nothing(client, runtime_headers)
 
 @pytest.mark.parametrize("balance", [0, -3])
 def test_no_credits_is_recorded_failed(client, runtime_headers, tenant, did, balance):
-    billing._apply(tenant_id=tenant.id, type="adjustment", minutes=balance - 100)
+    billing._move(tenant_id=tenant.id, type="adjustment", minutes=balance - 100)
     call = assert_rejected(start(client, runtime_headers, did), "no_credits")
     assert call.agent_id is not None
     assert balance_of(tenant) == balance
@@ -231,7 +231,7 @@ def test_no_credits_is_recorded_failed(client, runtime_headers, tenant, did, bal
 def test_repeated_provider_call_id_of_a_rejected_call_is_409_again(
     client, runtime_headers, tenant, did
 ):
-    billing._apply(tenant_id=tenant.id, type="adjustment", minutes=-100)
+    billing._move(tenant_id=tenant.id, type="adjustment", minutes=-100)
     first = assert_error(start(client, runtime_headers, did, providerCallId="p"), 409, "no_credits")
     billing.grant(tenant=tenant, minutes=10)
     again = assert_error(start(client, runtime_headers, did, providerCallId="p"), 409, "no_credits")
@@ -383,7 +383,7 @@ def test_zero_talk_time_bills_zero_minutes_without_ledger_entry(
 
 
 def test_last_call_may_take_the_balance_below_zero(client, runtime_headers, tenant, did):
-    billing._apply(tenant_id=tenant.id, type="adjustment", minutes=-99)
+    billing._move(tenant_id=tenant.id, type="adjustment", minutes=-99)
     whole_call(client, runtime_headers, did, talkTimeSeconds=300)
     assert balance_of(tenant) == -4
     assert_error(start(client, runtime_headers, did), 409, "no_credits")
@@ -428,7 +428,7 @@ def test_ended_requires_every_report_field(client, runtime_headers, did):
 
 def set_threshold_and_balance(tenant, threshold, balance):
     Tenant.update(low_balance_threshold=threshold).where(Tenant.id == tenant.id).execute()
-    billing._apply(tenant_id=tenant.id, type="adjustment", minutes=balance - balance_of(tenant))
+    billing._move(tenant_id=tenant.id, type="adjustment", minutes=balance - balance_of(tenant))
 
 
 def test_credits_low_fires_once_per_downward_crossing(client, runtime_headers, tenant, did):

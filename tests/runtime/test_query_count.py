@@ -117,6 +117,6 @@ def test_repeats_change_nothing_in_two_statements(client, runtime_headers, did):
 def test_a_threshold_crossing_adds_the_credits_low_event(
     client, runtime_headers, tenant, did, balance, emits
 ):
-    billing._apply(tenant_id=tenant.id, type="adjustment", minutes=balance - 100)
+    billing._move(tenant_id=tenant.id, type="adjustment", minutes=balance - 100)
     steps = run_lifecycle(client, runtime_headers, did)
     assert steps["ended"] == LIFECYCLE["ended"] + (EVENT if emits else [])
