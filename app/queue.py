@@ -123,8 +123,7 @@ def enqueue(
                 return True
         if queue_name in DIRECT_QUEUES:
             pipe = client.pipeline(transaction=False)
-            pipe.rpush(direct_key(queue_name), json.dumps([func_path, args]))
-            pipe.expire(direct_key(queue_name), DIRECT_TTL_S)
+            _push_direct(pipe, queue_name, func_path, args)
             pipe.execute()
         else:
             Queue(queue_name, connection=client).enqueue(func_path, *args)
@@ -134,6 +133,35 @@ def enqueue(
         )
         return False
     return True
+
+
+def enqueue_and_wait(
+    queue_name: str, func_path: str, *args: Any, result_key: str, timeout: float
+) -> bytes | None:
+    """Put a job on a direct queue and wait for the answer it pushes to the list result_key.
+
+    The job and the wait (BLPOP) go to Redis in one pipeline: one round trip fewer on the
+    caller's wait than enqueue() and a BLPOP. Returns None when no answer came within timeout
+    seconds or Redis is unreachable.
+    """
+    if queue_name not in DIRECT_QUEUES:
+        raise ValueError(f"{queue_name} is not a direct queue")
+    try:
+        pipe = redis_connection(blocking=True).pipeline(transaction=False)
+        _push_direct(pipe, queue_name, func_path, args)
+        pipe.blpop([result_key], timeout=timeout)
+        popped = pipe.execute()[-1]
+    except RedisError as exc:
+        log.warning(
+            "could not run %s on %s: Redis is not answering (%s)", func_path, queue_name, exc
+        )
+        return None
+    return popped[1] if popped else None
+
+
+def _push_direct(pipe: Any, queue_name: str, func_path: str, args: tuple[Any, ...]) -> None:
+    pipe.rpush(direct_key(queue_name), json.dumps([func_path, args]))
+    pipe.expire(direct_key(queue_name), DIRECT_TTL_S)
 
 
 def direct_key(queue_name: str) -> str:

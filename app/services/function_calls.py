@@ -22,7 +22,7 @@ from flask import current_app
 from redis import RedisError
 
 from app import metrics, outbound, queue
-from app.db import raw_sql
+from app.db import database, raw_sql
 from app.errors import Conflict, NotFound
 from app.models import Call, Function, FunctionInvocation
 from app.services import events
@@ -36,6 +36,7 @@ WAIT_S = 5.35  # stop waiting here, leaving time to record a timeout and answer
 ENDPOINT_BUDGET_S = 5.0  # what the tenant's endpoint gets, connecting included
 CONNECT_TIMEOUT_S = 1.0
 SEND_MARGIN_S = 0.1  # too little time left to be worth sending
+LATE_AFTER_S = 1.0  # a job starting later than this checks that its waiter still waits
 RESULT_KEY = "voiceagent:function-result:"
 RECORD_ATTEMPTS = 3  # the worker's tries at recording an outcome it has already handed over
 BODY_METHODS = ("POST", "PUT", "PATCH")
@@ -82,46 +83,59 @@ class Invocation:
 def invoke(*, call_id: str, function_name: str, parameters: dict[str, Any]) -> Outcome:
     """Run one function call for the runtime; the outcome is ready within ANSWER_WITHIN_S."""
     started = time.time()
-    call = Call.find(call_id)
-    if call is None:
+    found = _find(call_id, function_name)
+    if found is None:
         raise NotFound(f"Call {call_id} not found.")
-    if call.status not in ACTIVE_STATUSES:
+    tenant_id, status, function_id, declared = found
+    if status not in ACTIVE_STATUSES:
         raise Conflict(
-            f"Call {call_id} is {call.status}; functions run only during a call.",
+            f"Call {call_id} is {status}; functions run only during a call.",
             code="call_not_active",
         )
-    function = find_function(call.agent_id, function_name)
     invocation = Invocation(
         id=new_id("fcall"),
-        tenant_id=call.tenant_id,
-        call_id=call.id,
-        function_id=function.id if function is not None else None,
+        tenant_id=tenant_id,
+        call_id=call_id,
+        function_id=function_id,
         function_name=function_name,
         parameters=parameters,
         started=started,
     )
-    outcome = _refusal(function, function_name, parameters)
+    outcome = _refusal(declared, function_name, parameters)
     if outcome is not None:
         _record(invocation, outcome, http_status=None)
     else:
-        queue.enqueue("functions", "app.jobs.invoke_function", asdict(invocation))
-        outcome = _wait(invocation)
+        outcome = _run_and_wait(invocation)
     metrics.FUNCTION_CALLS.labels(outcome.error["code"] if outcome.error else "ok").inc()
     metrics.FUNCTION_LATENCY.observe(time.time() - started)
     return outcome
 
 
-def find_function(agent_id: str | None, name: str) -> Function | None:
-    """The agent's function of that name (fixed SQL: this is on the caller's wait)."""
-    sql = raw_sql('SELECT * FROM "function" WHERE "agent_id" = ? AND "name" = ?')
-    return next(iter(Function.raw(sql, agent_id, name)), None)
+FIND_SQL = (
+    'SELECT c."tenant_id", c."status", f."id", f."parameters" FROM "call" c '
+    'LEFT JOIN "function" f ON f."agent_id" = c."agent_id" AND f."name" = ? WHERE c."id" = ?'
+)
 
 
-def _refusal(function: Function | None, name: str, parameters: dict[str, Any]) -> Outcome | None:
-    """Why the tenant's endpoint must not be called, if it must not."""
-    if function is None:
+def _find(call_id: str, function_name: str) -> tuple[str, str, str | None, Any] | None:
+    """The call's tenant id and status, and the id and declared parameters of its agent's
+    function of that name (None, None when it has none); None when there is no such call.
+
+    One fixed statement, since it is on the caller's wait.
+    """
+    rows = database.execute_sql(raw_sql(FIND_SQL), (function_name, call_id)).fetchall()
+    if not rows:
+        return None
+    tenant_id, status, function_id, declared = rows[0]
+    return tenant_id, status, function_id, None if declared is None else json.loads(declared)
+
+
+def _refusal(declared: Any, name: str, parameters: dict[str, Any]) -> Outcome | None:
+    """Why the tenant's endpoint must not be called, if it must not (declared: the function's
+    parameters schema, None when the agent has no such function)."""
+    if declared is None:
         return Outcome.failure("unknown_function", f"The agent has no function named {name}.")
-    problems = argument_errors(function.parameters, parameters)
+    problems = argument_errors(declared, parameters)
     if problems:
         listed = "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in problems.items())
         return Outcome.failure("invalid_parameters", f"Invalid parameters: {listed}")
@@ -171,19 +185,20 @@ def _record(invocation: Invocation, outcome: Outcome, *, http_status: int | None
     return True
 
 
-def _wait(invocation: Invocation) -> Outcome:
-    """The invocation's outcome, or function_timeout once WAIT_S has passed."""
+def _run_and_wait(invocation: Invocation) -> Outcome:
+    """Queue the job and wait for its outcome, or function_timeout once WAIT_S has passed."""
+    job = ("functions", "app.jobs.invoke_function", asdict(invocation))
     if current_app.config["QUEUE_MODE"] == "rq":
-        remaining = invocation.started + WAIT_S - time.time()
-        try:
-            answer = queue.redis_connection(blocking=True).blpop(
-                [RESULT_KEY + invocation.id], timeout=max(remaining, 0.01)
-            )
-        except RedisError:
-            answer = None
+        answer = queue.enqueue_and_wait(
+            *job,
+            result_key=RESULT_KEY + invocation.id,
+            timeout=max(invocation.started + WAIT_S - time.time(), 0.01),
+        )
         if answer is not None:
-            return Outcome(**json.loads(answer[1]))
-    record = FunctionInvocation.find(invocation.id)  # inline: the job has recorded it
+            return Outcome(**json.loads(answer))
+    else:
+        queue.enqueue(*job)  # inline: the job runs here and records its outcome
+    record = FunctionInvocation.find(invocation.id)
     if record is None:
         timeout = Outcome.failure("function_timeout", TIMEOUT_MESSAGE)
         if _record(invocation, timeout, http_status=None):
@@ -194,8 +209,11 @@ def _wait(invocation: Invocation) -> Outcome:
 
 def run(invocation: Invocation) -> None:
     """The job: call the tenant's endpoint once, hand the outcome to the waiter, record it."""
-    if FunctionInvocation.find(invocation.id) is not None:
-        return  # the waiter gave up and recorded function_timeout
+    # The waiter waits WAIT_S, so a job that starts within LATE_AFTER_S of the request is
+    # surely awaited; only a later one looks for the function_timeout the waiter records.
+    late = time.time() - invocation.started > LATE_AFTER_S
+    if late and FunctionInvocation.find(invocation.id) is not None:
+        return
     function = Function.find(invocation.function_id)
     if function is None:
         outcome, status = Outcome.failure("unknown_function", "The function was deleted."), None
