@@ -41,12 +41,13 @@ class BaseModel(peewee.Model):
     def find(cls, pk: Any) -> Any:
         """The row whose primary key is pk, or None.
 
-        Fixed SQL (see raw_sql): the services look rows up by id many times per request, and
-        compiling peewee's SELECT of every column each time cost more than running it.
+        Fixed SQL read by model_rows: the services look rows up by id many times per request,
+        and compiling peewee's SELECT of every column, or resolving its columns, each time cost
+        more than running it.
         """
         table, column = cls._meta.table_name, cls._meta.primary_key.column_name  # type: ignore[union-attr]
-        sql = raw_sql(f'SELECT * FROM "{table}" WHERE "{column}" = ?')
-        return next(iter(cls.raw(sql, pk)), None)
+        rows = model_rows(cls, f'SELECT * FROM "{table}" WHERE "{column}" = ?', [pk])
+        return rows[0] if rows else None
 
     @classmethod
     def get_by_id(cls, pk: Any) -> Any:
@@ -187,23 +188,26 @@ def select_rows(
 
 
 def model_rows(model: type[peewee.Model], sql: str, params: Sequence[Any]) -> list[Any]:
-    """Rows of fixed SQL (? placeholders, columns of model's table) as model instances.
+    """Rows of fixed SQL (? placeholders) as model instances: columns of model's table become
+    its fields, any other column (an alias from a join) a plain attribute, as raw() does.
 
     Like model.raw(), for statements that return rows (SELECT, UPDATE ... RETURNING), but
     without peewee resolving the columns on every query, which cost more than the query.
     """
     cursor = database.execute_sql(raw_sql(sql), params)
     fields = model._meta.columns  # type: ignore[attr-defined]
-    columns = [fields[column[0]] for column in cursor.description]
+    columns = [(column[0], fields.get(column[0])) for column in cursor.description]
     rows = []
     for row in cursor:
         instance = model(__no_default__=1)
-        instance.__data__ = {
-            field.name: value
-            if value is None or type(field) in _PLAIN_FIELDS
-            else field.python_value(value)
-            for field, value in zip(columns, row, strict=True)
-        }
+        data = instance.__data__
+        for (name, field), value in zip(columns, row, strict=True):
+            if field is None:
+                setattr(instance, name, value)
+            elif value is None or type(field) in _PLAIN_FIELDS:
+                data[field.name] = value
+            else:
+                data[field.name] = field.python_value(value)
         rows.append(instance)
     return rows
 

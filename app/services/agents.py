@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from app.db import database, raw_sql
+from app.db import database, model_rows
 from app.errors import NotFound
 from app.models import Agent, Function, PhoneNumber, Tenant
 from app.util import new_id, utcnow
@@ -13,7 +13,7 @@ SELECT * FROM agent WHERE tenant_id = ? AND deleted_at IS NULL ORDER BY created_
 
 
 def list_agents(*, tenant: Tenant) -> list[Agent]:
-    return list(Agent.raw(raw_sql(LIST_SQL), tenant.id))
+    return model_rows(Agent, LIST_SQL, [tenant.id])
 
 
 def get_agent(*, tenant: Tenant, agent_id: str) -> Agent:

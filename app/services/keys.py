@@ -5,7 +5,7 @@ import secrets
 import string
 from datetime import timedelta
 
-from app.db import database, raw_sql
+from app.db import database, model_rows
 from app.errors import NotFound
 from app.models import ApiKey, Tenant
 from app.util import new_id, utcnow
@@ -60,9 +60,10 @@ def authenticate(*, key: str) -> Tenant | None:
     """The tenant of the active key (with key_id set), or None. Touches lastUsedAt once a minute."""
     if not key.startswith(KEY_PREFIX) or len(key) > 100:
         return None
-    tenant = next(iter(Tenant.raw(raw_sql(AUTH_SQL), hash_key(key))), None)
-    if tenant is None:
+    found = model_rows(Tenant, AUTH_SQL, [hash_key(key)])
+    if not found:
         return None
+    tenant = found[0]
     last_used = ApiKey.last_used_at.python_value(tenant.key_last_used_at)
     now = utcnow()
     if last_used is None or now - last_used >= LAST_USED_RESOLUTION:
