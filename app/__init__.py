@@ -3,7 +3,8 @@
 import os
 from typing import Any
 
-from flask import Flask, g
+from flask import Flask, Request, g
+from flask.sessions import SessionInterface, SessionMixin
 
 from app import auth, db, errors, logs, metrics, queue, ratelimit
 from app import config as default_config
@@ -51,6 +52,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         app.config.from_mapping(test_config)
     finish_config(app.config)
     app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.session_interface = NoSessions()
 
     db.init_app(app)
     register_request_id(app)
@@ -71,6 +73,16 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     cli.init_app(app)
     return app
+
+
+class NoSessions(SessionInterface):
+    """The API keeps no cookie session: no request pays for looking one up."""
+
+    def open_session(self, app: Flask, request: Request) -> SessionMixin | None:
+        return None  # Flask hands out its NullSession, which refuses writes
+
+    def save_session(self, app: Flask, session: SessionMixin, response: Any) -> None:
+        pass
 
 
 def register_request_id(app: Flask) -> None:
