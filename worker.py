@@ -9,6 +9,7 @@ SIGTERM or SIGINT stops the worker once the jobs in hand are done.
 """
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -53,6 +54,13 @@ def serve_rq(queues: list[str]) -> None:
             log.exception("lost Redis; starting over once it answers")
 
 
+def yield_cpu_to_calls(niceness: int) -> None:
+    """Deliveries are background work: a webhooks-only worker runs at a lower CPU priority."""
+    if niceness > 0:
+        os.nice(niceness)
+        log.info("webhooks worker running at niceness +%d", niceness)
+
+
 def wait_for_signal() -> None:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -78,6 +86,8 @@ def main(argv: list[str]) -> None:
             functions.start()
         try:
             if "webhooks" in queues:
+                if functions is None:
+                    yield_cpu_to_calls(app.config["WEBHOOK_WORKER_NICENESS"])
                 queue.start_sweeper(app)
                 serve_rq(["webhooks"])
             else:

@@ -48,6 +48,11 @@ SWEEP_INTERVAL = 5.0
 # (each waits at most 5 s for the tenant's endpoint).
 FUNCTION_WORKER_THREADS = 8
 
+# A worker serving only the webhooks queue lowers its CPU priority by this much (nice), so on
+# a busy machine the web processes and the functions worker, on which a caller waits, run
+# first. 0 keeps the priority it was started with.
+WEBHOOK_WORKER_NICENESS = 10
+
 # Flask's secret key (not used for API keys, which are stored hashed).
 SECRET_KEY = "change-me"
 

@@ -1,5 +1,6 @@
 """Function calls through a real worker.py process on Redis (the production path)."""
 
+import os
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -106,6 +107,19 @@ def test_functions_do_not_wait_behind_a_webhook_backlog(
         assert time.monotonic() - started < 1.0
         assert response.json["result"]["status"] == "shipped"
         assert Delivery.select().where(Delivery.status == "pending").count() > 150
+
+
+def test_a_webhooks_only_worker_yields_the_cpu_to_function_calls(workers, redis_client):
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    webhooks = workers.start(queues=("webhooks",))
+    functions = workers.start(queues=("functions",))
+    both = workers.start(queues=("functions", "webhooks"))
+    wait_for_worker(workers, redis_client, ("webhooks", "functions"))
+    wait_until(
+        lambda: os.getpriority(os.PRIO_PROCESS, webhooks.pid) == base + 10, 10, "not lowered"
+    )
+    assert os.getpriority(os.PRIO_PROCESS, functions.pid) == base
+    assert os.getpriority(os.PRIO_PROCESS, both.pid) == base  # its function threads too
 
 
 def slow_answer(request):
