@@ -212,23 +212,24 @@ def model_rows(model: type[peewee.Model], sql: str, params: Sequence[Any]) -> li
     return rows
 
 
-def insert_rows(rows: Sequence[peewee.Model]) -> None:
-    """INSERT new instances of one model in one statement of fixed SQL.
+def insert_rows(rows: Sequence[peewee.Model], *, skip_existing: bool = False) -> int:
+    """INSERT new instances of one model in one statement of fixed SQL; the rows inserted.
 
     Build each instance with the model's constructor (so its defaults are filled) and the same
     fields given; each column is converted by its field, as Model.create does. For hot write
-    paths: compiling peewee's INSERT cost more CPU than running it.
+    paths: compiling peewee's INSERT cost more CPU than running it. skip_existing: a row whose
+    key is taken already is left out (ON CONFLICT DO NOTHING) instead of failing.
     """
     if not rows:
-        return
+        return 0
     meta = type(rows[0])._meta  # type: ignore[attr-defined]
     fields = [meta.fields[name] for name in rows[0].__data__]
     columns = ", ".join(f'"{field.column_name}"' for field in fields)
     values = ", ".join(["(" + ", ".join("?" * len(fields)) + ")"] * len(rows))
     params = [field.db_value(row.__data__[field.name]) for row in rows for field in fields]
-    database.execute_sql(
-        raw_sql(f'INSERT INTO "{meta.table_name}" ({columns}) VALUES {values}'), params
-    )
+    conflict = " ON CONFLICT DO NOTHING" if skip_existing else ""
+    sql = f'INSERT INTO "{meta.table_name}" ({columns}) VALUES {values}{conflict}'
+    return int(database.execute_sql(raw_sql(sql), params).rowcount)
 
 
 def is_sqlite() -> bool:

@@ -22,9 +22,9 @@ from flask import current_app
 from redis import RedisError
 
 from app import metrics, outbound, queue
-from app.db import database, raw_sql
+from app.db import database, insert_rows, raw_sql
 from app.errors import Conflict, NotFound
-from app.models import Call, Function, FunctionInvocation
+from app.models import Function, FunctionInvocation
 from app.services import events
 from app.services.functions import argument_errors
 from app.util import new_id, utcnow
@@ -111,6 +111,7 @@ def invoke(*, call_id: str, function_name: str, parameters: dict[str, Any]) -> O
     return outcome
 
 
+COUNT_SQL = 'UPDATE "call" SET "function_calls_count" = "function_calls_count" + 1 WHERE "id" = ?'
 FIND_SQL = (
     'SELECT c."tenant_id", c."status", f."id", f."parameters" FROM "call" c '
     'LEFT JOIN "function" f ON f."agent_id" = c."agent_id" AND f."name" = ? WHERE c."id" = ?'
@@ -145,33 +146,27 @@ def _refusal(declared: Any, name: str, parameters: dict[str, Any]) -> Outcome | 
 def _record(invocation: Invocation, outcome: Outcome, *, http_status: int | None) -> bool:
     """Store the invocation with its outcome and emit function.called, unless it is stored
     already (the other side got there first): False then."""
+    record = FunctionInvocation(
+        id=invocation.id,
+        tenant=invocation.tenant_id,
+        call=invocation.call_id,
+        function=invocation.function_id,
+        function_name=invocation.function_name,
+        parameters=invocation.parameters,
+        status="failed" if outcome.error else "succeeded",
+        result=outcome.result,
+        error_code=outcome.error and outcome.error["code"],
+        error_message=outcome.error and outcome.error["message"],
+        http_status=http_status,
+        latency_ms=int((time.time() - invocation.started) * 1000),
+        created_at=datetime.fromtimestamp(invocation.started, UTC).replace(tzinfo=None),
+        completed_at=utcnow(),
+    )
+    # Fixed SQL (see db.insert_rows): a worker records every call while the next one waits.
     with queue.transaction():
-        inserted = (
-            FunctionInvocation.insert(
-                id=invocation.id,
-                tenant=invocation.tenant_id,
-                call=invocation.call_id,
-                function=invocation.function_id,
-                function_name=invocation.function_name,
-                parameters=invocation.parameters,
-                status="failed" if outcome.error else "succeeded",
-                result=outcome.result,
-                error_code=outcome.error and outcome.error["code"],
-                error_message=outcome.error and outcome.error["message"],
-                http_status=http_status,
-                latency_ms=int((time.time() - invocation.started) * 1000),
-                created_at=datetime.fromtimestamp(invocation.started, UTC).replace(tzinfo=None),
-                completed_at=utcnow(),
-            )
-            .on_conflict_ignore()
-            .as_rowcount()
-            .execute()
-        )
-        if not inserted:
+        if not insert_rows([record], skip_existing=True):
             return False
-        Call.update(function_calls_count=Call.function_calls_count + 1).where(
-            Call.id == invocation.call_id
-        ).execute()
+        database.execute_sql(raw_sql(COUNT_SQL), [invocation.call_id])
         events.emit(
             tenant_id=invocation.tenant_id,
             type="function.called",
