@@ -2,8 +2,9 @@
 
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -159,6 +160,27 @@ _PLAIN_FIELDS = (
 )
 
 
+def _converter(field: peewee.Field) -> Callable[[Any], Any] | None:
+    """What turns a column's (non-null) database value into the field's Python value; None when
+    they are the same. Times read as text (SQLite) go through datetime.fromisoformat, several
+    times faster than peewee's format-by-format parsing, which stays the fallback."""
+    if type(field) in _PLAIN_FIELDS:
+        return None
+    if isinstance(field, peewee.DateTimeField):
+        fallback = field.python_value
+
+        def to_datetime(value: Any) -> Any:
+            if isinstance(value, str):
+                try:
+                    return datetime.fromisoformat(value)
+                except ValueError:
+                    pass
+            return fallback(value)
+
+        return to_datetime
+    return field.python_value
+
+
 def select_rows(
     model: type[peewee.Model], sql: str, params: Sequence[Any]
 ) -> list[SimpleNamespace]:
@@ -171,9 +193,7 @@ def select_rows(
     cursor = database.execute_sql(raw_sql(sql), params)
     names = [column[0] for column in cursor.description]
     fields = model._meta.columns  # type: ignore[attr-defined]
-    converters = [
-        None if type(fields[name]) in _PLAIN_FIELDS else fields[name].python_value for name in names
-    ]
+    converters = [_converter(fields[name]) for name in names]
     if not any(converters):
         return [SimpleNamespace(**dict(zip(names, row, strict=True))) for row in cursor]
     return [
@@ -196,18 +216,20 @@ def model_rows(model: type[peewee.Model], sql: str, params: Sequence[Any]) -> li
     """
     cursor = database.execute_sql(raw_sql(sql), params)
     fields = model._meta.columns  # type: ignore[attr-defined]
-    columns = [(column[0], fields.get(column[0])) for column in cursor.description]
+    columns = [
+        (column[0], field, field and _converter(field))
+        for column in cursor.description
+        for field in [fields.get(column[0])]
+    ]
     rows = []
     for row in cursor:
         instance = model(__no_default__=1)
         data = instance.__data__
-        for (name, field), value in zip(columns, row, strict=True):
+        for (name, field, convert), value in zip(columns, row, strict=True):
             if field is None:
                 setattr(instance, name, value)
-            elif value is None or type(field) in _PLAIN_FIELDS:
-                data[field.name] = value
             else:
-                data[field.name] = field.python_value(value)
+                data[field.name] = value if convert is None or value is None else convert(value)
         rows.append(instance)
     return rows
 
