@@ -1,5 +1,6 @@
 """Offset pagination with a total that never scans a tenant's whole history."""
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +11,9 @@ from app.db import database, raw_sql
 
 # A filtered list counts its matches up to this many rows; beyond it, total says COUNT_LIMIT.
 COUNT_LIMIT = 10_000
+# How long a process remembers that a growing-only match set reached COUNT_LIMIT.
+REMEMBER_CAPPED_S = 60.0
+_capped: dict[tuple[str, tuple[Any, ...]], float] = {}
 
 
 @dataclass(frozen=True)
@@ -21,15 +25,29 @@ class Page:
     has_more: bool
 
 
-def bounded_count(query: pw.Select | str, params: Sequence[Any] = ()) -> int:
+def bounded_count(
+    query: pw.Select | str, params: Sequence[Any] = (), *, only_grows: bool = False
+) -> int:
     """Rows matching query (a peewee query, or SQL with ? placeholders), counted up to
-    COUNT_LIMIT: an index range scan of at most that many rows."""
+    COUNT_LIMIT: an index range scan of at most that many rows.
+
+    only_grows: rows never stop matching (the filter is on values that never change), so once
+    the count reached COUNT_LIMIT this process answers COUNT_LIMIT for REMEMBER_CAPPED_S
+    without scanning again; at millions of rows that scan was most of the request.
+    """
     if not isinstance(query, str):
         return query.limit(COUNT_LIMIT).count()
+    key = (query, tuple(params))
+    if only_grows and time.monotonic() - _capped.get(key, -REMEMBER_CAPPED_S) < REMEMBER_CAPPED_S:
+        return COUNT_LIMIT
     # Probing for the last counted row skips index entries faster than counting them does,
     # and a count that follows a failed probe covers fewer than COUNT_LIMIT rows.
     probe = raw_sql(f"{query} LIMIT 1 OFFSET {COUNT_LIMIT - 1}")
     if database.execute_sql(probe, params).fetchone() is not None:
+        if only_grows:
+            if len(_capped) >= 10_000:
+                _capped.clear()
+            _capped[key] = time.monotonic()
         return COUNT_LIMIT
     count = raw_sql(f"SELECT COUNT(*) FROM ({query}) AS matches")
     return database.execute_sql(count, params).fetchone()[0]
