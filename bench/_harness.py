@@ -24,8 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-# As deploy/gunicorn.conf.py, on 2 workers of 4 threads.
-GUNICORN_ARGS = ["-w", "2", "-k", "gthread", "--threads", "4", "--backlog", "2048", "--reuse-port"]
+GUNICORN_ARGS = ["-w", "2", "-k", "gthread", "--threads", "4", "--backlog", "2048"]
 GUNICORN = " ".join(GUNICORN_ARGS)
 
 

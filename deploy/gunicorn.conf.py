@@ -24,10 +24,6 @@ timeout = int(os.environ.get("WEB_TIMEOUT", 30))
 graceful_timeout = 20
 keepalive = 5  # seconds; behind a reverse proxy that reuses connections
 backlog = 2048
-# Each worker listens on its own SO_REUSEPORT socket and the kernel spreads new connections
-# over them. With one shared socket, whichever worker woke first accepted most of a burst of
-# kept-alive connections (from a proxy, say) and served them alone while the other idled.
-reuse_port = True
 
 # Recycle workers now and then so a slow leak can never grow without bound.
 max_requests = 20_000
