@@ -157,12 +157,16 @@ def gunicorn(
             output.close()  # type: ignore[union-attr]
 
 
+# GET load: wrk when installed (Debian's package; it takes the server little CPU), else a
+# Python generator, which on a small machine takes a good share of the CPU from the server.
+LOAD_GENERATOR = "wrk" if shutil.which("wrk") else "Python"
+
+
 def load(
     port: int, path: str, headers: dict[str, str], *, seconds: float = 5.0, concurrency: int = 8
 ) -> dict[str, float]:
-    """GET path at fixed concurrency over keep-alive connections: wrk when installed (Debian's
-    package; it costs the server little CPU), else a Python generator."""
-    if shutil.which("wrk"):
+    """GET path at fixed concurrency over keep-alive connections (see LOAD_GENERATOR)."""
+    if LOAD_GENERATOR == "wrk":
         return load_wrk(port, path, headers, seconds=seconds, concurrency=concurrency)
     return load_python(port, path, headers, seconds=seconds, concurrency=concurrency)
 

@@ -12,6 +12,7 @@ import time
 
 from _harness import (
     GUNICORN,
+    LOAD_GENERATOR,
     fresh_redis,
     gunicorn,
     load,
@@ -81,8 +82,9 @@ def main() -> None:
             ]
         )
     print_table(
-        f"gunicorn {GUNICORN}, {CONCURRENCY} keep-alive clients, rate limiter on (Redis), "
-        f"{calls:,} calls; median of {ROUNDS} alternating {SECONDS} s runs",
+        f"gunicorn {GUNICORN}, {CONCURRENCY} keep-alive {LOAD_GENERATOR} clients, "
+        f"rate limiter on (Redis), {calls:,} calls; "
+        f"median of {ROUNDS} alternating {SECONDS} s runs",
         ["endpoint", "req/s", "x bare", "p50 ms", "p99 ms", "p99 x bare", "errors", "met"],
         rows,
     )

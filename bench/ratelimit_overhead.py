@@ -5,6 +5,7 @@ Target: the limiter (counters in Redis) costs at most 10 % of throughput.
 
 from _harness import (
     GUNICORN,
+    LOAD_GENERATOR,
     fresh_redis,
     gunicorn,
     load,
@@ -60,8 +61,8 @@ def main() -> None:
         for label, r in results.items()
     ]
     print_table(
-        f"GET /api/v1/agents (5 agents), gunicorn {GUNICORN}, 8 keep-alive clients, "
-        f"median of {ROUNDS} alternating 4 s runs",
+        f"GET /api/v1/agents (5 agents), gunicorn {GUNICORN}, "
+        f"8 keep-alive {LOAD_GENERATOR} clients, median of {ROUNDS} alternating 4 s runs",
         ["configuration", "req/s", "ratio", "p50 ms", "p99 ms", "errors"],
         rows,
     )
