@@ -81,6 +81,27 @@ def app_config(database_template, tmp_path):
     }
 
 
+@pytest.fixture(autouse=True)
+def inline_workers_stop(monkeypatch):
+    """Stop every inline background thread a test started, from any app it built.
+
+    Left running, such a thread goes on sweeping with its app's settings; on PostgreSQL,
+    where the tests share one database, it took later tests' deliveries (and with the
+    default retry scale put their next attempt half an hour away).
+    """
+    started: list[queue.InlineWorker] = []
+
+    class Tracked(queue.InlineWorker):
+        def __init__(self, app) -> None:
+            super().__init__(app)
+            started.append(self)
+
+    monkeypatch.setattr(queue, "InlineWorker", Tracked)
+    yield
+    for worker in started:
+        worker.stop()
+
+
 @pytest.fixture
 def app(app_config):
     app = create_app(app_config)
