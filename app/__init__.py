@@ -8,6 +8,7 @@ from flask.sessions import SessionInterface, SessionMixin
 
 from app import auth, db, errors, logs, metrics, queue, ratelimit
 from app import config as default_config
+from app.encoding import FastJSONProvider
 from app.extensions import api
 from app.util import new_id
 
@@ -45,6 +46,7 @@ def finish_config(config: dict[str, Any]) -> None:
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the app: defaults, then instance/config.py, then environment, then test_config."""
     app = Flask(__name__, instance_relative_config=True, static_folder=None)
+    app.json = FastJSONProvider(app)
     app.config.from_object(default_config)
     app.config.from_pyfile("config.py", silent=True)
     load_environment(app.config)
