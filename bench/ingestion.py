@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from _harness import (
+    balanced,
     fresh_redis,
     gunicorn,
     load_python,
@@ -130,9 +131,16 @@ def measure(label: str, database_url: str) -> list[list[object]]:
     runtime: list[dict[str, float]] = []
     for _ in range(ROUNDS):  # alternate, so drift on the machine hits both alike
         with gunicorn("bench.bare_app:app", env) as port:
-            bare.append(load_python(port, "/bare", {}, seconds=SECONDS, concurrency=CONCURRENCY))
+            bare.append(
+                balanced(
+                    port,
+                    lambda: load_python(
+                        port, "/bare", {}, seconds=SECONDS, concurrency=CONCURRENCY
+                    ),
+                )
+            )
         with gunicorn("wsgi:app", env, log=log) as port:
-            runtime.append(lifecycles(port, SECONDS))
+            runtime.append(balanced(port, lambda: lifecycles(port, SECONDS)))
     base, ours = median_run(bare), median_run(runtime)
     locked_in_log = log.read_text().count("database is locked") if log.exists() else 0
     ratio = ours["rps"] / base["rps"]
