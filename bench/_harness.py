@@ -206,7 +206,7 @@ def balanced(port: int, run: Callable[[], dict]) -> dict:
             break
         lopsided += 1
         print(f"  repeating a run: one worker did {min(spent) / total:.0%} of the work")
-    counted = {key: total for key, total in errors.items() if key in result}
+    counted = {key: count for key, count in errors.items() if key in result}
     return {**result, **counted, "lopsided": lopsided}
 
 

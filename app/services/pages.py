@@ -11,9 +11,11 @@ from app.db import database, raw_sql
 
 # A filtered list counts its matches up to this many rows; beyond it, total says COUNT_LIMIT.
 COUNT_LIMIT = 10_000
-# How long a process remembers that a growing-only match set reached COUNT_LIMIT.
+# How long a process remembers that a growing-only match set reached COUNT_LIMIT, and for how
+# many such sets at most (beyond that, it forgets them all and starts over).
 REMEMBER_CAPPED_S = 60.0
-_capped: dict[tuple[str, tuple[Any, ...]], float] = {}
+REMEMBER_CAPPED_MAX = 10_000
+_capped: dict[tuple[str, tuple[Any, ...]], float] = {}  # (query, params) -> when it reached it
 
 
 @dataclass(frozen=True)
@@ -38,14 +40,15 @@ def bounded_count(
     if not isinstance(query, str):
         return query.limit(COUNT_LIMIT).count()
     key = (query, tuple(params))
-    if only_grows and time.monotonic() - _capped.get(key, -REMEMBER_CAPPED_S) < REMEMBER_CAPPED_S:
+    reached = _capped.get(key) if only_grows else None
+    if reached is not None and time.monotonic() - reached < REMEMBER_CAPPED_S:
         return COUNT_LIMIT
     # Probing for the last counted row skips index entries faster than counting them does,
     # and a count that follows a failed probe covers fewer than COUNT_LIMIT rows.
     probe = raw_sql(f"{query} LIMIT 1 OFFSET {COUNT_LIMIT - 1}")
     if database.execute_sql(probe, params).fetchone() is not None:
         if only_grows:
-            if len(_capped) >= 10_000:
+            if len(_capped) >= REMEMBER_CAPPED_MAX:
                 _capped.clear()
             _capped[key] = time.monotonic()
         return COUNT_LIMIT
