@@ -81,3 +81,71 @@ def test_sqlite_write_transactions_of_one_process_take_turns(tmp_path):
         database.execute_sql("ROLLBACK")
     assert not database._writer.locked()
     database.close_all()
+
+
+@pytest.mark.postgres_only
+def test_postgres_sends_begin_with_the_first_statement(app):
+    """BEGIN waits for the transaction's first statement and goes with it; the transaction is
+    still whole: a rollback undoes that statement, savepoints nest, an empty one sends nothing."""
+    import psycopg2.extensions
+
+    database = db.database.obj
+    idle = psycopg2.extensions.TRANSACTION_STATUS_IDLE
+    database.execute_sql("CREATE TABLE begin_check (n INTEGER)")
+    try:
+        connection = database.connection()
+        with pytest.raises(ValueError), database.atomic():
+            assert connection.get_transaction_status() == idle  # nothing sent yet
+            database.execute_sql("INSERT INTO begin_check VALUES (1)")
+            assert connection.get_transaction_status() != idle
+            raise ValueError("rolled back")
+        with database.atomic():
+            pass
+        assert connection.get_transaction_status() == idle
+        with database.atomic():
+            database.execute_sql("INSERT INTO begin_check VALUES (2)")
+            with pytest.raises(ValueError), database.atomic():  # a savepoint
+                database.execute_sql("INSERT INTO begin_check VALUES (3)")
+                raise ValueError("back to the savepoint")
+        database.close()
+        with database.atomic():  # opens the connection, and keeps the transaction open
+            database.execute_sql("INSERT INTO begin_check VALUES (4)")
+        connection = database.connection()
+        rows = database.execute_sql("SELECT n FROM begin_check ORDER BY n").fetchall()
+        assert rows == [(2,), (4,)]
+        assert connection.get_transaction_status() == idle
+    finally:
+        database.execute_sql("DROP TABLE begin_check")
+
+
+@pytest.mark.postgres_only
+def test_postgres_pool_checks_a_connection_only_after_it_sat_idle(app, monkeypatch):
+    """A connection back from the pool within VERIFY_IDLE_AFTER_S is reused unchecked; one that
+    sat idle longer is checked, and dropped when the server closed it (a restart, say)."""
+    import psycopg2
+
+    database = db.database.obj
+    checks: list[int] = []
+    is_connection_closed = database._adapter.is_connection_closed
+
+    def counted(conn):
+        checks.append(1)
+        return is_connection_closed(conn)
+
+    monkeypatch.setattr(database._adapter, "is_connection_closed", counted)
+    pid = database.execute_sql("SELECT pg_backend_pid()").fetchone()[0]
+    database.close()
+    database.connect()
+    assert database.execute_sql("SELECT pg_backend_pid()").fetchone()[0] == pid
+    assert checks == []  # reused at once, unchecked
+
+    database.close()
+    admin = psycopg2.connect(app.config["DATABASE_URL"])
+    admin.autocommit = True
+    admin.cursor().execute("SELECT pg_terminate_backend(%s)", (pid,))
+    admin.close()
+    monkeypatch.setattr(type(database), "VERIFY_IDLE_AFTER_S", 0.05)
+    time.sleep(0.1)
+    database.connect()
+    assert checks == [1]
+    assert database.execute_sql("SELECT pg_backend_pid()").fetchone()[0] != pid

@@ -5,7 +5,7 @@ from datetime import datetime
 from typing import Any
 
 from app import queue
-from app.db import database, insert_rows, raw_sql
+from app.db import database, insert_rows, insert_statement, is_sqlite, raw_sql
 from app.models import Delivery, Event, Webhook
 from app.util import new_id, utcnow
 
@@ -34,11 +34,18 @@ def emit(
     event = Event(
         id=new_id("evt"), tenant=tenant_id, type=type, data=data, created_at=occurred_at or utcnow()
     )
-    insert_rows([event])
+    insert, params = insert_statement([event])
+    if is_sqlite():
+        database.execute_sql(raw_sql(insert), params)
+        webhooks = database.execute_sql(raw_sql(ACTIVE_WEBHOOKS_SQL), (tenant_id,))
+    else:
+        # One round trip: PostgreSQL runs a data-modifying WITH even though nothing reads it.
+        both = f"WITH inserted AS ({insert}) {ACTIVE_WEBHOOKS_SQL}"
+        webhooks = database.execute_sql(raw_sql(both), (*params, tenant_id))
     subscribed = Webhook.events.python_value
     deliveries = [
         Delivery(id=new_id("dlv"), tenant=tenant_id, webhook=webhook_id, event=event.id)
-        for webhook_id, events in database.execute_sql(raw_sql(ACTIVE_WEBHOOKS_SQL), (tenant_id,))
+        for webhook_id, events in webhooks
         if type in subscribed(events)
     ]
     insert_rows(deliveries)  # one statement for all of them
