@@ -37,7 +37,7 @@ from app.db import connection, database
 
 log = logging.getLogger(__name__)
 
-_deferred: ContextVar[list[tuple[str, str, tuple[Any, ...]]] | None] = ContextVar(
+_deferred: ContextVar[list[tuple[str, str, tuple[Any, ...], str | None]] | None] = ContextVar(
     "deferred_jobs", default=None
 )
 
@@ -68,23 +68,23 @@ def transaction() -> Iterator[None]:
         with database.atomic():
             yield
         return
-    jobs: list[tuple[str, str, tuple[Any, ...]]] = []
+    jobs: list[tuple[str, str, tuple[Any, ...], str | None]] = []
     token = _deferred.set(jobs)
     try:
         with database.atomic():
             yield
     finally:
         _deferred.reset(token)
-    for queue_name, func_path, args in jobs:
-        enqueue(queue_name, func_path, *args)
+    for queue_name, func_path, args, job_id in jobs:
+        enqueue(queue_name, func_path, *args, job_id=job_id)
 
 
-def defer(queue_name: str, func_path: str, *args: Any) -> None:
+def defer(queue_name: str, func_path: str, *args: Any, job_id: str | None = None) -> None:
     """Enqueue func_path(*args) on queue_name once the current transaction() commits."""
     jobs = _deferred.get()
     if jobs is None:
         raise RuntimeError("defer() must be called inside queue.transaction()")
-    jobs.append((queue_name, func_path, args))
+    jobs.append((queue_name, func_path, args, job_id))
 
 
 def resolve(func_path: str) -> Any:
@@ -101,12 +101,18 @@ ONCE_PREFIX = "voiceagent:enqueued:"
 
 
 def enqueue(
-    queue_name: str, func_path: str, *args: Any, once_key: str | None = None, once_ttl: int = 60
+    queue_name: str,
+    func_path: str,
+    *args: Any,
+    once_key: str | None = None,
+    once_ttl: int = 60,
+    job_id: str | None = None,
 ) -> bool:
     """Send a job to its RQ queue, or run it in inline mode; False when Redis is unreachable.
 
     once_key: skip the job when one with the same key was enqueued in the last once_ttl
     seconds (the sweeper uses it so a backlog is not enqueued again on every sweep).
+    job_id: the RQ job's id, for drop_waiting() (letters, digits, _ and - only).
     """
     if current_app.config["QUEUE_MODE"] == "inline":
         if queue_name in BACKGROUND_QUEUES and has_request_context():
@@ -126,7 +132,7 @@ def enqueue(
             _push_direct(pipe, queue_name, func_path, args)
             pipe.execute()
         else:
-            Queue(queue_name, connection=client).enqueue(func_path, *args)
+            Queue(queue_name, connection=client).enqueue(func_path, *args, job_id=job_id)
     except Exception:  # Redis down: the sweeper enqueues it again from the database row
         log.warning(
             "could not enqueue %s%s on %s; the sweeper will retry", func_path, args, queue_name
@@ -182,6 +188,36 @@ def forget_once(once_key: str) -> None:
         redis_connection().delete(ONCE_PREFIX + once_key)
     except Exception:  # Redis down: the mark expires by itself
         log.warning("could not clear the enqueue mark %s", once_key)
+
+
+# Removes each given job id from the queue list and, where it was still there, its job hash;
+# a job a worker has taken already is left to run. KEYS[1]: the queue list; ARGV: id, hash key
+# pairs.
+DROP_WAITING_SCRIPT = """
+for i = 1, #ARGV, 2 do
+  if redis.call('LREM', KEYS[1], 0, ARGV[i]) > 0 then redis.call('DEL', ARGV[i + 1]) end
+end
+"""
+
+
+def drop_waiting(queue_name: str, job_ids: list[str], once_keys: list[str]) -> None:
+    """Take jobs that have become pointless out of an RQ queue before a worker runs them, and
+    forget the once_keys of their enqueue (as their start would have). Best effort: a job left
+    behind (Redis unreachable, say) runs and finds nothing to do."""
+    if current_app.config["QUEUE_MODE"] != "rq" or not job_ids:
+        return
+    from rq import Queue
+    from rq.job import Job
+
+    try:
+        client = redis_connection()
+        pairs = [value for job_id in job_ids for value in (job_id, Job.key_for(job_id))]
+        pipe = client.pipeline(transaction=False)
+        pipe.eval(DROP_WAITING_SCRIPT, 1, Queue(queue_name, connection=client).key, *pairs)
+        pipe.delete(*(ONCE_PREFIX + key for key in once_keys))
+        pipe.execute()
+    except RedisError:
+        log.warning("could not drop %d waiting jobs from %s", len(job_ids), queue_name)
 
 
 def sweep_once() -> None:

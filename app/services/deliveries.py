@@ -101,6 +101,7 @@ def retry_delay(
 
 
 QUEUED = "delivery:"  # the sweeper's once-key of a delivery whose job waits in the queue
+JOB = "app.jobs.deliver_webhook"
 # How many lease periods that mark lasts at most (an hour in production): it only matters
 # for a job lost between leaving the queue and starting, and every lapse re-enqueues the
 # whole backlog once.
@@ -114,6 +115,16 @@ QUEUED_MARK_LEASES = 60
 # left to do.
 BATCH_SIZE = 50
 BATCH_SECONDS = 0.5
+
+
+def job_id(delivery_id: str) -> str:
+    """The RQ job id of a delivery's job: a batch that sends the delivery drops its job."""
+    return "delivery-" + delivery_id
+
+
+def defer_job(delivery_id: str) -> None:
+    """Enqueue the delivery's job once the current queue.transaction() commits."""
+    queue.defer("webhooks", JOB, delivery_id, job_id=job_id(delivery_id))
 
 
 @dataclass(frozen=True)
@@ -259,6 +270,10 @@ def attempt_batch(first: str | None, *, limit: int) -> dict[str, str | None]:
             if outcome.error is not None:
                 failed_webhooks.add(delivery.webhook_id)
     statuses = record(taken.lease_until, sent=sent, disabled=disabled, released=released)
+    # The queued jobs of the deliveries this batch dealt with would find nothing to do: a
+    # backlog sent in batches left one such job per delivery, each a full RQ run.
+    done = [outcome.delivery.id for outcome in sent] + [delivery.id for delivery in disabled]
+    queue.drop_waiting("webhooks", [job_id(i) for i in done], [QUEUED + i for i in done])
     for outcome in sent:
         status = statuses[outcome.delivery.id]
         label = {"succeeded": "success", "pending": "retry"}.get(status or "", "failed")
@@ -485,10 +500,11 @@ def sweep(limit: int = SWEEP_BATCH) -> int:
         # died, is.
         if not queue.enqueue(
             "webhooks",
-            "app.jobs.deliver_webhook",
+            JOB,
             row.id,
             once_key=QUEUED + row.id,
             once_ttl=max(1, QUEUED_MARK_LEASES * ttl),
+            job_id=job_id(row.id),
         ):
             break  # Redis is down: the next sweep tries again
         enqueued += 1
@@ -518,7 +534,7 @@ def retry(*, tenant: Tenant | None, delivery_id: str) -> Delivery:
         delivery.completed_at = None
         delivery.updated_at = now
         delivery.save()
-        queue.defer("webhooks", "app.jobs.deliver_webhook", delivery.id)
+        defer_job(delivery.id)
     return delivery
 
 

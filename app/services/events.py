@@ -4,9 +4,9 @@ them, in the same transaction; their delivery jobs are enqueued after commit."""
 from datetime import datetime
 from typing import Any
 
-from app import queue
 from app.db import database, insert_rows, insert_statement, is_sqlite, raw_sql
 from app.models import Delivery, Event, Webhook
+from app.services import deliveries as delivery_service
 from app.util import new_id, utcnow
 
 EVENT_TYPES = (
@@ -50,5 +50,5 @@ def emit(
     ]
     insert_rows(deliveries)  # one statement for all of them
     for delivery in deliveries:
-        queue.defer("webhooks", "app.jobs.deliver_webhook", delivery.id)
+        delivery_service.defer_job(delivery.id)
     return event

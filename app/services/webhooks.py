@@ -71,6 +71,6 @@ def send_test(*, tenant: Tenant, webhook_id: str) -> Delivery:
             data={"webhookId": webhook.id, "message": "A test event from the Voice Agent API."},
         )
         delivery = Delivery.create(id=new_id("dlv"), tenant=tenant, webhook=webhook, event=event)
-        queue.defer("webhooks", "app.jobs.deliver_webhook", delivery.id)
+        deliveries.defer_job(delivery.id)
     delivery.event = event
     return deliveries.with_attempts([delivery])[0]

@@ -399,11 +399,39 @@ def test_sweeper_enqueues_a_backlog_once_until_its_job_starts(app, tenant, redis
     time.sleep(1.1)  # a lease period later the job still waits: no duplicate
     deliveries.sweep()
     assert waiting.count == 1
-    deliveries.attempt(delivery_id=delivery.id)  # the job runs: refused, rescheduled
+    deliveries.attempt(delivery_id=delivery.id)  # sent (refused, rescheduled) ...
+    assert waiting.count == 0  # ... so its waiting job, now pointless, is dropped
     make_due(delivery.id)
     Delivery.update(lease_until=None).where(Delivery.id == delivery.id).execute()
     deliveries.sweep()
-    assert waiting.count == 2  # the retry is enqueued
+    assert waiting.count == 1  # the retry is enqueued
+
+
+def test_a_batch_drops_the_waiting_jobs_of_the_deliveries_it_sent(
+    app, tenant, redis_url, redis_client
+):
+    """A backlog sent in one batch leaves no job behind to run for nothing; a job a batch did
+    not send stays."""
+    from rq import Queue
+    from rq.job import Job
+
+    app.config.update(QUEUE_MODE="rq", REDIS_URL=redis_url)
+    waiting = Queue("webhooks", connection=redis_client)
+    with Receiver() as receiver:
+        webhook = register(tenant, receiver.url)
+        with queue.transaction():
+            backlog = [delivery.id for delivery in due_deliveries(tenant, webhook, 5)]
+            for delivery_id in backlog:
+                deliveries.defer_job(delivery_id)
+        later = new_delivery(tenant, webhook, next_attempt_at=utcnow() + timedelta(hours=1))
+        queue.enqueue("webhooks", deliveries.JOB, later.id, job_id=deliveries.job_id(later.id))
+        assert waiting.count == 6
+        job = Job.fetch(waiting.job_ids[0], connection=redis_client)
+        waiting.remove(job)  # as a worker takes it
+        job.perform()  # the first job sends the whole backlog in one batch
+        assert len(receiver.requests) == 5
+    assert waiting.job_ids == [deliveries.job_id(later.id)]  # not due: not sent, still waits
+    assert not any(redis_client.exists(Job.key_for(deliveries.job_id(i))) for i in backlog[1:])
 
 
 def test_emit_creates_one_delivery_per_active_subscribed_webhook(tenant, other_tenant):
