@@ -63,3 +63,18 @@ def test_inline_mode_retries_from_the_in_process_sweeper(app, client, headers):
         first, second = receiver.wait_for(2)
     assert first.headers["X-Service-Event-Id"] == second.headers["X-Service-Event-Id"]
     assert second.headers["X-Service-Attempt"] == "2"
+
+
+def test_dropping_waiting_jobs_without_redis_logs_and_goes_on(app, caplog):
+    """Best effort: the jobs would only run for nothing, so an unreachable Redis is no error."""
+    import logging
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    app.config.update(QUEUE_MODE="rq", REDIS_URL=f"redis://127.0.0.1:{port}/0")
+    app.extensions.pop("redis", None)
+    with caplog.at_level(logging.WARNING):
+        queue.drop_waiting("webhooks", ["delivery-dlv_1"], ["delivery:dlv_1"])
+    assert "could not drop 1 waiting jobs from webhooks" in caplog.text
