@@ -192,10 +192,11 @@ def forget_once(once_key: str) -> None:
 
 # Removes each given job id from the queue list and, where it was still there, its job hash;
 # a job a worker has taken already is left to run. KEYS[1]: the queue list; ARGV: id, hash key
-# pairs.
+# pairs. LREM looks from the head, where a backlog's oldest jobs wait, and stops at the first
+# match.
 DROP_WAITING_SCRIPT = """
 for i = 1, #ARGV, 2 do
-  if redis.call('LREM', KEYS[1], 0, ARGV[i]) > 0 then redis.call('DEL', ARGV[i + 1]) end
+  if redis.call('LREM', KEYS[1], 1, ARGV[i]) > 0 then redis.call('DEL', ARGV[i + 1]) end
 end
 """
 

@@ -271,8 +271,10 @@ def attempt_batch(first: str | None, *, limit: int) -> dict[str, str | None]:
                 failed_webhooks.add(delivery.webhook_id)
     statuses = record(taken.lease_until, sent=sent, disabled=disabled, released=released)
     # The queued jobs of the deliveries this batch dealt with would find nothing to do: a
-    # backlog sent in batches left one such job per delivery, each a full RQ run.
+    # backlog sent in batches left one such job per delivery, each a full RQ run. (The first
+    # delivery's job is the one running.)
     done = [outcome.delivery.id for outcome in sent] + [delivery.id for delivery in disabled]
+    done = [delivery_id for delivery_id in done if delivery_id != first]
     queue.drop_waiting("webhooks", [job_id(i) for i in done], [QUEUED + i for i in done])
     for outcome in sent:
         status = statuses[outcome.delivery.id]
