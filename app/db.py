@@ -154,28 +154,24 @@ class PostgresqlDatabase(PooledPostgresqlDatabase):
             self._begin_pending.sql = "BEGIN;\n"
 
     def execute_sql(self, sql: str, params: Any = None) -> Any:
-        prefix = getattr(self._begin_pending, "sql", "")
-        if prefix:
-            self._begin_pending.sql = ""
-            sql = prefix + sql
-        return super().execute_sql(sql, params)
+        return super().execute_sql(self._take_pending() + sql, params)
 
     def commit(self) -> None:
-        if not self._take_pending():
+        if not self._take_pending():  # else nothing was sent: nothing to end
             super().commit()
 
     def rollback(self) -> None:
         if not self._take_pending():
             super().rollback()
 
-    def _take_pending(self) -> bool:
-        """Forget a BEGIN not sent yet; True when there was one (nothing to end)."""
-        pending = bool(getattr(self._begin_pending, "sql", ""))
+    def _take_pending(self) -> str:
+        """The BEGIN not sent yet ("" when none), forgotten from now on."""
+        pending = getattr(self._begin_pending, "sql", "")
         self._begin_pending.sql = ""
         return pending
 
     def _close(self, conn: Any, close_conn: bool = False) -> None:
-        self._begin_pending.sql = ""
+        self._take_pending()
         super()._close(conn, close_conn)
         if not close_conn and not conn.closed:  # back in the pool
             self._returned_at[id(conn)] = time.monotonic()

@@ -37,9 +37,9 @@ from app.db import connection, database
 
 log = logging.getLogger(__name__)
 
-_deferred: ContextVar[list[tuple[str, str, tuple[Any, ...], str | None]] | None] = ContextVar(
-    "deferred_jobs", default=None
-)
+# A job deferred to the end of a transaction: queue, function path, arguments, job id.
+Deferred = tuple[str, str, tuple[Any, ...], str | None]
+_deferred: ContextVar[list[Deferred] | None] = ContextVar("deferred_jobs", default=None)
 
 
 def redis_connection(*, blocking: bool = False) -> Redis:
@@ -68,7 +68,7 @@ def transaction() -> Iterator[None]:
         with database.atomic():
             yield
         return
-    jobs: list[tuple[str, str, tuple[Any, ...], str | None]] = []
+    jobs: list[Deferred] = []
     token = _deferred.set(jobs)
     try:
         with database.atomic():
@@ -176,8 +176,15 @@ def direct_key(queue_name: str) -> str:
 
 def depth(client: Redis, queue_name: str) -> int:
     """Jobs waiting in a queue (RQ or direct)."""
-    key = direct_key(queue_name) if queue_name in DIRECT_QUEUES else f"rq:queue:{queue_name}"
+    key = direct_key(queue_name) if queue_name in DIRECT_QUEUES else rq_key(queue_name)
     return int(client.llen(key))
+
+
+def rq_key(queue_name: str) -> str:
+    """The Redis list of an RQ queue's waiting job ids."""
+    from rq import Queue
+
+    return Queue.redis_queue_namespace_prefix + queue_name
 
 
 def forget_once(once_key: str) -> None:
@@ -207,14 +214,12 @@ def drop_waiting(queue_name: str, job_ids: list[str], once_keys: list[str]) -> N
     behind (Redis unreachable, say) runs and finds nothing to do."""
     if current_app.config["QUEUE_MODE"] != "rq" or not job_ids:
         return
-    from rq import Queue
     from rq.job import Job
 
     try:
-        client = redis_connection()
         pairs = [value for job_id in job_ids for value in (job_id, Job.key_for(job_id))]
-        pipe = client.pipeline(transaction=False)
-        pipe.eval(DROP_WAITING_SCRIPT, 1, Queue(queue_name, connection=client).key, *pairs)
+        pipe = redis_connection().pipeline(transaction=False)
+        pipe.eval(DROP_WAITING_SCRIPT, 1, rq_key(queue_name), *pairs)
         pipe.delete(*(ONCE_PREFIX + key for key in once_keys))
         pipe.execute()
     except RedisError:
