@@ -17,6 +17,8 @@ from peewee_migrate import Router
 from playhouse.db_url import connect, register_database
 from playhouse.pool import PooledPostgresqlDatabase, PooledSqliteDatabase
 
+from app.util import isoformat
+
 database = peewee.DatabaseProxy()
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
@@ -228,7 +230,7 @@ _PLAIN_FIELDS = (
 
 
 @cache
-def _converter(field: peewee.Field) -> Callable[[Any], Any] | None:
+def column_converter(field: peewee.Field) -> Callable[[Any], Any] | None:
     """What turns a column's (non-null) database value into the field's Python value; None when
     they are the same. Times read as text (SQLite) go through datetime.fromisoformat, several
     times faster than peewee's format-by-format parsing, which stays the fallback.
@@ -252,30 +254,69 @@ def _converter(field: peewee.Field) -> Callable[[Any], Any] | None:
     return field.python_value
 
 
-def select_rows(
-    model: type[peewee.Model], sql: str, params: Sequence[Any]
-) -> list[SimpleNamespace]:
-    """Rows of fixed SQL (? placeholders, columns of model's table) as plain read-only objects.
+class Rows(Sequence[SimpleNamespace]):
+    """Rows of fixed SQL as the cursor gave them (tuples), with their column names and model.
 
-    Each column is converted by its model field where the database value differs from the
-    Python one (times, JSON, booleans). Several times cheaper than model instances, for
-    list endpoints that only read.
+    An item is a plain read-only object whose columns were converted by their model fields
+    (times, JSON, booleans); a slice is Rows again. A schema can dump the tuples in one pass
+    instead (app.resources.common.Schema), without those objects or the Python values its
+    output would turn back into text.
     """
-    cursor = database.execute_sql(raw_sql(sql), params)
-    names = [column[0] for column in cursor.description]
-    fields = model._meta.columns  # type: ignore[attr-defined]
-    converters = [_converter(fields[name]) for name in names]
-    if not any(converters):
-        return [SimpleNamespace(**dict(zip(names, row, strict=True))) for row in cursor]
-    return [
-        SimpleNamespace(
+
+    __slots__ = ("model", "columns", "tuples")
+
+    def __init__(self, model: type[peewee.Model], columns: Sequence[str], tuples: list[Any]):
+        self.model, self.columns, self.tuples = model, tuple(columns), tuples
+
+    def __len__(self) -> int:
+        return len(self.tuples)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return Rows(self.model, self.columns, self.tuples[index])
+        return self._item(self.tuples[index])
+
+    def __iter__(self) -> Iterator[SimpleNamespace]:
+        return map(self._item, self.tuples)
+
+    def _item(self, row: Sequence[Any]) -> SimpleNamespace:
+        fields = self.model._meta.columns  # type: ignore[attr-defined]
+        return SimpleNamespace(
             **{
-                name: value if convert is None or value is None else convert(value)
-                for name, value, convert in zip(names, row, converters, strict=True)
+                name: value if value is None or convert is None else convert(value)
+                for name, value in zip(self.columns, row, strict=True)
+                for convert in [column_converter(fields[name])]
             }
         )
-        for row in cursor
-    ]
+
+
+def select_rows(model: type[peewee.Model], sql: str, params: Sequence[Any]) -> Rows:
+    """Rows of fixed SQL (? placeholders, columns of model's table), for list endpoints
+    that only read: several times cheaper than model instances."""
+    cursor = database.execute_sql(raw_sql(sql), params)
+    return Rows(model, [column[0] for column in cursor.description], cursor.fetchall())
+
+
+def timestamp_text(field: peewee.DateTimeField) -> Callable[[Any], str | None]:
+    """What turns field's database value into util.isoformat's text (…T09:15:02.120Z).
+
+    SQLite hands back the text its adapter stored (datetime.isoformat(" ")); the two forms
+    of a naive time are rewritten as text, without building a datetime. Any other value (a
+    datetime from PostgreSQL, text with an offset) is converted by the field first.
+    """
+    to_datetime = column_converter(field)
+
+    def text(value: Any) -> str | None:
+        if type(value) is str:
+            if len(value) == 26 and value[10] == " " and value[19] == ".":
+                return value[:10] + "T" + value[11:23] + "Z"
+            if len(value) == 19 and value[10] == " ":
+                return value[:10] + "T" + value[11:] + ".000Z"
+        if value is not None and to_datetime is not None:
+            value = to_datetime(value)
+        return isoformat(value)
+
+    return text
 
 
 def model_rows(model: type[peewee.Model], sql: str, params: Sequence[Any]) -> list[Any]:
@@ -288,7 +329,7 @@ def model_rows(model: type[peewee.Model], sql: str, params: Sequence[Any]) -> li
     cursor = database.execute_sql(raw_sql(sql), params)
     fields = model._meta.columns  # type: ignore[attr-defined]
     columns = [
-        (column[0], field, field and _converter(field))
+        (column[0], field, field and column_converter(field))
         for column in cursor.description
         for field in [fields.get(column[0])]
     ]
