@@ -1,7 +1,15 @@
 """Storage: migrations from empty, SQLite settings, PostgreSQL when configured."""
 
+import fcntl
+import os
+import select
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import peewee
 import pytest
@@ -80,6 +88,102 @@ def test_sqlite_write_transactions_of_one_process_take_turns(tmp_path):
             pass
         database.execute_sql("ROLLBACK")
     assert not database._writer.locked()
+    database.close_all()
+
+
+def _taken(path: Path) -> bool:
+    """Whether someone holds path's flock (a lock of another open file description, as
+    another process's is)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def _held_in_another_process(path: Path, seconds: float) -> Iterator[subprocess.Popen]:
+    """A process that takes path's flock and says so, holds it for seconds, then says it lets
+    go and does."""
+    script = (
+        "import fcntl, os, sys, time; "
+        f"fd = os.open({str(path)!r}, os.O_RDONLY | os.O_CREAT); "
+        "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); "
+        f"time.sleep({seconds}); print('letting go', flush=True); fcntl.flock(fd, fcntl.LOCK_UN)"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True
+    ) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+            yield holder
+        finally:
+            holder.kill()
+
+
+@pytest.mark.sqlite_only
+def test_sqlite_write_transactions_of_processes_queue_on_a_lock_file(tmp_path):
+    """A write transaction holds the flock of <database>-writer from BEGIN to its end, and
+    one begins only when another process let go of it."""
+    database = db.make_database(f"sqlite:///{tmp_path / 'x.db'}")
+    lock = tmp_path / "x.db-writer"
+    database.execute_sql("CREATE TABLE t (n INTEGER)")
+    with database.connection_context():
+        with database.atomic():
+            assert _taken(lock)
+            database.execute_sql("INSERT INTO t VALUES (1)")
+        assert not _taken(lock)
+        with pytest.raises(ValueError), database.atomic():
+            raise ValueError("rolled back")
+        assert not _taken(lock)
+
+        with _held_in_another_process(lock, 0.3) as holder, database.atomic():
+            assert select.select([holder.stdout], [], [], 0)[0]  # it said it lets go
+            database.execute_sql("INSERT INTO t VALUES (2)")
+        assert database.execute_sql("SELECT count(*) FROM t").fetchone()[0] == 2
+    database.close_all()
+
+
+@pytest.mark.sqlite_only
+def test_sqlite_waits_for_the_lock_file_no_longer_than_busy_timeout(tmp_path, monkeypatch):
+    """A process that holds the lock file but not SQLite's lock delays a writer only until
+    busy_timeout; then the transaction goes on to SQLite, which lets it write."""
+    monkeypatch.setattr(db, "SQLITE_BUSY_TIMEOUT_MS", 200)
+    database = db.make_database(f"sqlite:///{tmp_path / 'x.db'}")
+    with _held_in_another_process(tmp_path / "x.db-writer", 30) as holder:
+        with database.connection_context(), database.atomic():
+            database.execute_sql("CREATE TABLE t (n INTEGER)")
+        assert not select.select([holder.stdout], [], [], 0)[0]  # still holding it
+    database.close_all()
+
+
+@pytest.mark.sqlite_only
+def test_a_forked_process_queues_with_its_own_lock_file(tmp_path):
+    """A child forked from a process that opened the lock file opens its own: sharing the
+    parent's (one open file description) it would take the lock the parent holds."""
+    database = db.make_database(f"sqlite:///{tmp_path / 'x.db'}")
+    with database.connection_context(), database.atomic():
+        database.execute_sql("CREATE TABLE t (n INTEGER)")
+        child = os.fork()
+        if child == 0:  # the child: may it take the lock now? it must not
+            os._exit(0 if database._lock_across_processes(time.monotonic()) is None else 1)
+        _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    database.close_all()
+
+
+@pytest.mark.sqlite_only
+def test_sqlite_writes_without_the_lock_file_when_it_cannot_be_opened(tmp_path, caplog):
+    (tmp_path / "x.db-writer").mkdir()  # not a file: opening it fails
+    database = db.make_database(f"sqlite:///{tmp_path / 'x.db'}")
+    with database.connection_context(), database.atomic():
+        database.execute_sql("CREATE TABLE t (n INTEGER)")
+    assert "SQLite writers of different processes will not queue" in caplog.text
     database.close_all()
 
 
