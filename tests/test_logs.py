@@ -38,3 +38,13 @@ def test_json_lines_carry_no_key_or_secret(client, headers, api_key, caplog):
 def test_text_format_appends_fields():
     record = logging.makeLogRecord({"msg": "GET / 200", "levelname": "INFO", "status": 200})
     assert TextFormatter().format(record).endswith("GET / 200 status=200")
+
+
+def test_json_format_takes_any_value():
+    """orjson writes the line; what it refuses (an integer beyond 64 bits) goes through json,
+    and what neither knows is written as its str()."""
+    record = logging.makeLogRecord({"msg": "x", "levelname": "INFO", "big": 2**70, "at": {1}})
+    payload = json.loads(JsonFormatter().format(record))
+    assert (payload["big"], payload["at"], payload["message"]) == (2**70, "{1}", "x")
+    record = logging.makeLogRecord({"msg": "ü", "levelname": "INFO", "at": {1}})
+    assert JsonFormatter().format(record).count("ü") == 1  # UTF-8, not \u escapes
