@@ -426,13 +426,32 @@ def insert_statement(
 ) -> tuple[str, list[Any]]:
     """insert_rows' statement (? placeholders) and its parameters, for a caller that sends it
     as part of a larger statement."""
-    meta = type(rows[0])._meta  # type: ignore[attr-defined]
-    fields = [meta.fields[name] for name in rows[0].__data__]
-    columns = ", ".join(f'"{field.column_name}"' for field in fields)
+    table, fields, columns = _insert_target(rows[0])
     values = ", ".join(["(" + ", ".join("?" * len(fields)) + ")"] * len(rows))
     params = [field.db_value(row.__data__[field.name]) for row in rows for field in fields]
     conflict = " ON CONFLICT DO NOTHING" if skip_existing else ""
-    return f'INSERT INTO "{meta.table_name}" ({columns}) VALUES {values}{conflict}', params
+    return f'INSERT INTO "{table}" ({columns}) VALUES {values}{conflict}', params
+
+
+def insert_select_statement(
+    row: peewee.Model, source: str, computed: dict[str, str]
+) -> tuple[str, list[Any]]:
+    """row's INSERT as INSERT ... SELECT ... FROM source (? placeholders) and its parameters,
+    for a caller that sends it with the statement source names (a WITH part). computed: the
+    fields whose value is an SQL expression on source's columns instead of row's value.
+    Nothing is inserted when source has no row."""
+    table, fields, columns = _insert_target(row)
+    values = ", ".join(computed.get(field.name, "?") for field in fields)
+    data = row.__data__
+    params = [field.db_value(data[field.name]) for field in fields if field.name not in computed]
+    return f'INSERT INTO "{table}" ({columns}) SELECT {values} FROM {source}', params
+
+
+def _insert_target(row: peewee.Model) -> tuple[str, list[peewee.Field], str]:
+    """The table, fields given and column list of row's INSERT."""
+    meta = type(row)._meta  # type: ignore[attr-defined]
+    fields = [meta.fields[name] for name in row.__data__]
+    return meta.table_name, fields, ", ".join(f'"{field.column_name}"' for field in fields)
 
 
 def is_sqlite() -> bool:

@@ -1,6 +1,6 @@
 """Credits: the ledger of minute movements and the balance that always equals its sum."""
 
-from app.db import database, insert_rows, raw_sql
+from app.db import database, insert_rows, insert_select_statement, is_sqlite, raw_sql
 from app.errors import NotFound, ValidationFailed
 from app.models import CreditTransaction, Tenant
 from app.services import events
@@ -38,22 +38,34 @@ def _move(
     """
     purchased = minutes if type == "purchase" else 0
     used = -minutes if type == "usage" else 0
-    row = database.execute_sql(raw_sql(MOVE_SQL), (minutes, purchased, used, tenant_id)).fetchone()
-    if row is None:
-        raise NotFound(f"Tenant {tenant_id} not found.")
-    balance, threshold = row
+    move = (minutes, purchased, used, tenant_id)
     entry = CreditTransaction(
         id=new_id("ctx"),
         tenant=tenant_id,
         type=type,
         minutes=minutes,
-        balance_after=balance,
+        balance_after=0,  # the balance the UPDATE leaves
         call=call_id,
         description=description,
         idempotency_key=idempotency_key,
     )
-    insert_rows([entry])
-    return entry, threshold
+    if is_sqlite():
+        row = database.execute_sql(raw_sql(MOVE_SQL), move).fetchone()
+        if row is not None:
+            entry.balance_after = row[0]
+            insert_rows([entry])
+    else:
+        # One round trip, so the tenant row's lock is held only until COMMIT: the ledger
+        # INSERT reads the balance from the UPDATE in the same statement.
+        balance = {"balance_after": "balance_minutes"}
+        insert, params = insert_select_statement(entry, "moved", balance)
+        sql = f"WITH moved AS ({MOVE_SQL}), entry AS ({insert}) SELECT * FROM moved"
+        row = database.execute_sql(raw_sql(sql), (*move, *params)).fetchone()
+        if row is not None:
+            entry.balance_after = row[0]
+    if row is None:
+        raise NotFound(f"Tenant {tenant_id} not found.")
+    return entry, row[1]
 
 
 def grant(*, tenant: Tenant, minutes: int, note: str = "") -> CreditTransaction:

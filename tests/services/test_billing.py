@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from peewee import fn
 
+from app import db
 from app.errors import AppError
 from app.models import Call, CreditTransaction, Event, Tenant
 from app.services import agents as agent_service
@@ -25,6 +26,26 @@ def test_usage_minutes_counts_every_started_minute(seconds, minutes):
 
 def test_charge_of_zero_minutes_writes_nothing(app, tenant):
     assert billing.charge_call(tenant_id=tenant.id, call_id="call_x", minutes=0) is None
+    assert CreditTransaction.select().count() == 0
+
+
+def test_a_movement_records_the_balance_it_left(app, tenant):
+    billing._move(tenant_id=tenant.id, type="purchase", minutes=10)
+    entry, threshold = billing._move(
+        tenant_id=tenant.id, type="usage", minutes=-3, idempotency_key="usage:x"
+    )
+    assert entry.balance_after == 7
+    assert threshold == Tenant.get_by_id(tenant.id).low_balance_threshold
+    stored = CreditTransaction.get(CreditTransaction.idempotency_key == "usage:x")
+    assert (stored.minutes, stored.balance_after) == (-3, 7)
+    tenant = Tenant.get_by_id(tenant.id)
+    assert (tenant.balance_minutes, tenant.lifetime_used_minutes) == (7, 3)
+
+
+def test_moving_minutes_of_no_tenant_writes_nothing(app):
+    with pytest.raises(AppError) as raised, db.database.atomic():
+        billing._move(tenant_id="tnt_none", type="purchase", minutes=5)
+    assert raised.value.status == 404
     assert CreditTransaction.select().count() == 0
 
 
