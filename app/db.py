@@ -437,9 +437,9 @@ def insert_select_statement(
     row: peewee.Model, source: str, computed: dict[str, str]
 ) -> tuple[str, list[Any]]:
     """row's INSERT as INSERT ... SELECT ... FROM source (? placeholders) and its parameters,
-    for a caller that sends it with the statement source names (a WITH part). computed: the
-    fields whose value is an SQL expression on source's columns instead of row's value.
-    Nothing is inserted when source has no row."""
+    for a caller that sends it with the statement that defines source (a WITH part). Nothing
+    is inserted when source gives no row. computed: fields whose value is an SQL expression
+    on source's columns instead of row's value."""
     table, fields, columns = _insert_target(row)
     values = ", ".join(computed.get(field.name, "?") for field in fields)
     data = row.__data__

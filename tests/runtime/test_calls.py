@@ -226,6 +226,8 @@ def test_no_credits_is_recorded_failed(client, runtime_headers, tenant, did, bal
     call = assert_rejected(start(client, runtime_headers, did), "no_credits")
     assert call.agent_id is not None
     assert balance_of(tenant) == balance
+    assert Call.select().count() == 1
+    assert Tenant.get_by_id(tenant.id).calls_count == 1
 
 
 def test_repeated_provider_call_id_of_a_rejected_call_is_409_again(

@@ -144,3 +144,10 @@ def test_a_threshold_crossing_adds_the_credits_low_event(
     billing._move(tenant_id=tenant.id, type="adjustment", minutes=balance - 100)
     steps = run_lifecycle(client, runtime_headers, did)
     assert steps["ended"] == LIFECYCLE["ended"] + (EVENT if emits else [])
+
+
+def test_a_call_without_credits_adds_the_end_event(client, runtime_headers, tenant, did):
+    billing._move(tenant_id=tenant.id, type="adjustment", minutes=-100)
+    with statements() as seen:
+        assert start(client, runtime_headers, did).status_code == 409
+    assert seen == LIFECYCLE["start"] + EVENT
