@@ -13,6 +13,7 @@ resolution cost more than the 10 % throughput budget on the cheapest endpoint.
 
 import logging
 import math
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -71,14 +72,32 @@ class MemoryCounters:
 
 
 class RedisCounters:
-    """Fixed windows in Redis, shared by every process: one round trip per hit."""
+    """Fixed windows in Redis, shared by every process: one round trip per hit.
+
+    Each thread keeps a connection of its own and sends the script's EVALSHA on it directly:
+    redis-py's command path (pool checkout, retry wrapper, script object) cost as much CPU
+    as the rest of the hit. An error on that connection drops it, and the hit goes through
+    the client, which loads the script into a Redis that lost it, reconnects and retries,
+    or fails as before (RateLimiter then counts in memory).
+    """
 
     def __init__(self, url: str) -> None:
-        client = Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5)
-        self._script = client.register_script(HIT_SCRIPT)
+        self._client = Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5)
+        self._script = self._client.register_script(HIT_SCRIPT)
+        self._held = threading.local()
 
     def hit(self, key: str) -> tuple[int, float]:
+        connection = getattr(self._held, "connection", None)
+        if connection is not None and connection.pid == os.getpid():
+            try:
+                connection.send_command("EVALSHA", self._script.sha, 1, key, WINDOW_MS)
+                count, ttl_ms = connection.read_response()
+                return int(count), time.time() + int(ttl_ms) / 1000
+            except (RedisError, OSError):
+                connection.disconnect()
+        self._held.connection = None
         count, ttl_ms = self._script(keys=[key], args=[WINDOW_MS])
+        self._held.connection = self._client.connection_pool.make_connection()
         return int(count), time.time() + int(ttl_ms) / 1000
 
 

@@ -13,6 +13,7 @@ import pytest
 import requests
 
 from app import create_app
+from app.ratelimit import RedisCounters
 from app.services import keys as key_service
 from app.services import tenants as tenant_service
 from tests.helpers import assert_error
@@ -114,6 +115,24 @@ def test_counters_in_redis_are_shared_between_app_instances(app_config, redis_cl
         statuses.append(instance.test_client().get("/api/v1/agents", headers=headers).status_code)
     assert statuses.count(200) == 60 and statuses.count(429) == 20
     assert any(b"voiceagent" in key for key in redis_client.keys("*"))
+
+
+def test_redis_counts_on_after_a_flushed_script_and_a_killed_connection(redis_client, redis_url):
+    """Hits go on the thread's own connection; NOSCRIPT (a Redis that lost its scripts) or a
+    connection the server closed drops it, and the hit goes through the client, counted once."""
+    counters = RedisCounters(redis_url)
+    key = "voiceagent:ratelimit:test"
+    assert [counters.hit(key)[0] for _ in range(3)] == [1, 2, 3]
+    held = counters._held.connection
+    assert held is not None and held._sock is not None  # the last two went on it
+    redis_client.script_flush()
+    assert counters.hit(key)[0] == 4
+    redis_client.client_kill_filter(_type="normal", skipme=True)
+    assert counters.hit(key)[0] == 5
+    assert [counters.hit(key)[0] for _ in range(2)] == [6, 7]
+    assert int(redis_client.get(key)) == 7
+    count, reset_at = counters.hit(key)
+    assert count == 8 and 0 < reset_at - time.time() <= 60
 
 
 def free_port() -> int:
