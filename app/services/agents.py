@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from app.db import database, model_rows
+from app.db import Rows, database, select_rows
 from app.errors import NotFound
 from app.models import Agent, Function, PhoneNumber, Tenant
 from app.util import new_id, utcnow
@@ -12,8 +12,9 @@ SELECT * FROM agent WHERE tenant_id = ? AND deleted_at IS NULL ORDER BY created_
 """
 
 
-def list_agents(*, tenant: Tenant) -> list[Agent]:
-    return model_rows(Agent, LIST_SQL, [tenant.id])
+def list_agents(*, tenant: Tenant) -> Rows:
+    """The tenant's live agents, oldest first, as plain rows (db.select_rows)."""
+    return select_rows(Agent, LIST_SQL, [tenant.id])
 
 
 def get_agent(*, tenant: Tenant, agent_id: str) -> Agent:

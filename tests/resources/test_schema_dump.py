@@ -11,8 +11,10 @@ import pytest
 
 from app.db import Rows, select_rows, timestamp_text
 from app.models import Call
+from app.resources.agents.schemas import AgentSchema
 from app.resources.calls.schemas import CallDetailSchema, CallListSchema, CallSchema
 from app.resources.common import Schema, Timestamp
+from app.services import agents as agent_service
 from app.services.calls import LIST_COLUMNS
 
 
@@ -204,3 +206,16 @@ def test_rows_read_as_objects_and_slice_as_rows(call_rows):
 )
 def test_a_stored_time_reads_as_the_api_timestamp(stored, text):
     assert timestamp_text(Call.started_at)(stored) == text
+
+
+def test_agent_rows_dump_as_their_objects_dump(tenant):
+    """Agents carry a JSON list, a boolean SQLite stores as 0/1, and a nullable text."""
+    agent_service.create_agent(tenant=tenant, name="a", system_prompt="p", tools_enabled=["x"])
+    agent_service.create_agent(
+        tenant=tenant, name="b", system_prompt="p", is_active=False, escalation_number="+628123"
+    )
+    rows = agent_service.list_agents(tenant=tenant)
+    assert type(rows) is Rows
+    dumped = AgentSchema(many=True).dump(rows)
+    assert [as_json(item) for item in dumped] == [as_json(AgentSchema().dump(r)) for r in rows]
+    assert [(a["toolsEnabled"], a["isActive"]) for a in dumped] == [(["x"], True), ([], False)]
