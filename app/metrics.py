@@ -7,6 +7,7 @@ samples are summed at scrape time; the worker process records into the same dire
 import hmac
 import os
 import time
+from typing import Any
 
 from flask import Flask, Response, current_app, g, request
 from prometheus_client import (
@@ -105,14 +106,28 @@ def _start() -> None:
     g.metrics_started = time.perf_counter()
 
 
+# The request counter and latency histogram of each (method, route, status) seen: what
+# labels() returns for them, without its checks and locking on every request.
+_series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+
+
 def _record(response: Response) -> Response:
-    if request.url_rule is None or request.url_rule.rule == "/metrics":
+    rule = request.url_rule
+    if rule is None or rule.rule == "/metrics":
         return response
-    route = request.url_rule.rule
-    HTTP_REQUESTS.labels(request.method, route, str(response.status_code)).inc()
+    key = (request.method, rule.rule, response.status_code)
+    series = _series.get(key)
+    if series is None:
+        method, route, status = key
+        series = _series[key] = (
+            HTTP_REQUESTS.labels(method, route, str(status)),
+            HTTP_LATENCY.labels(method, route),
+        )
+    requests, latency = series
+    requests.inc()
     started = g.get("metrics_started")
     if started is not None:
-        HTTP_LATENCY.labels(request.method, route).observe(time.perf_counter() - started)
+        latency.observe(time.perf_counter() - started)
     return response
 
 
