@@ -146,8 +146,10 @@ class SerializedSqliteDatabase(PooledSqliteDatabase):
     def _lock_across_processes(self, deadline: float) -> int | None:
         """Take the lock file's flock by deadline; its descriptor, or None (not taken)."""
         lock_file = self._open_lock_file()
+        if lock_file is None:
+            return None
         delay = 0.00005
-        while lock_file is not None:
+        while True:
             try:
                 fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return lock_file
@@ -156,7 +158,6 @@ class SerializedSqliteDatabase(PooledSqliteDatabase):
                     return None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.001)
-        return None
 
     def _open_lock_file(self) -> int | None:
         if self._lock_pid != os.getpid():

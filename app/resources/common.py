@@ -157,9 +157,7 @@ class Schema(ma.Schema):
         unknown = ma.RAISE
 
     def _serialize(self, obj: Any, *, many: bool = False) -> Any:
-        plan = self.__dict__.get("_dump_plan")
-        if plan is None:
-            plan = self._dump_plan = self._make_dump_plan()
+        plan = self._plan()
         if plan is False:
             return super()._serialize(obj, many=many)
         if many and type(obj) is Rows:
@@ -213,7 +211,7 @@ class Schema(ma.Schema):
         out for these columns (a dict display reading the row by index): looping over the
         fields for each row cost half as much again.
         """
-        plan = self.__dict__.get("_dump_plan") or self._make_dump_plan()
+        plan = self._plan()
         model_fields = model._meta.columns
         if plan is False or any(entry[2] not in names for entry in plan):
             return False
@@ -239,6 +237,13 @@ class Schema(ma.Schema):
         source = "def dump_row(row):\n    return {\n" + "\n".join(items) + "\n}\n"
         exec(compile(source, f"<{type(self).__name__} row dumper>", "exec"), namespace)
         return namespace["dump_row"]
+
+    def _plan(self) -> list[tuple[Any, ...]] | Literal[False]:
+        """The dump plan (see _make_dump_plan), worked out once per schema instance."""
+        plan = self.__dict__.get("_dump_plan")
+        if plan is None:
+            plan = self._dump_plan = self._make_dump_plan()
+        return plan
 
     def _make_dump_plan(self) -> list[tuple[Any, ...]] | Literal[False]:
         """Per dumped field: output key, field name, attribute to read (None: let marshmallow

@@ -61,11 +61,10 @@ def _move(
         insert, params = insert_select_statement(entry, "moved", balance)
         sql = f"WITH moved AS ({MOVE_SQL}), entry AS ({insert}) SELECT * FROM moved"
         row = database.execute_sql(raw_sql(sql), (*move, *params)).fetchone()
-        if row is not None:
-            entry.balance_after = row[0]
     if row is None:
         raise NotFound(f"Tenant {tenant_id} not found.")
-    return entry, row[1]
+    entry.balance_after, threshold = row
+    return entry, threshold
 
 
 def grant(*, tenant: Tenant, minutes: int, note: str = "") -> CreditTransaction:
