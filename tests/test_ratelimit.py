@@ -6,14 +6,16 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import types
 from pathlib import Path
 
 import pytest
 import requests
 
-from app import create_app
-from app.ratelimit import RedisCounters
+from app import create_app, ratelimit
+from app.ratelimit import RedisCounters, lease_size
 from app.services import keys as key_service
 from app.services import tenants as tenant_service
 from tests.helpers import assert_error
@@ -122,17 +124,110 @@ def test_redis_counts_on_after_a_flushed_script_and_a_killed_connection(redis_cl
     connection the server closed drops it, and the hit goes through the client, counted once."""
     counters = RedisCounters(redis_url)
     key = "voiceagent:ratelimit:test"
-    assert [counters.hit(key)[0] for _ in range(3)] == [1, 2, 3]
+    assert [counters.hit(key, 60)[0] for _ in range(3)] == [1, 2, 3]
     held = counters._held.connection
     assert held is not None and held._sock is not None  # the last two went on it
     redis_client.script_flush()
-    assert counters.hit(key)[0] == 4
+    assert counters.hit(key, 60)[0] == 4
     redis_client.client_kill_filter(_type="normal", skipme=True)
-    assert counters.hit(key)[0] == 5
-    assert [counters.hit(key)[0] for _ in range(2)] == [6, 7]
+    assert counters.hit(key, 60)[0] == 5
+    assert [counters.hit(key, 60)[0] for _ in range(2)] == [6, 7]
     assert int(redis_client.get(key)) == 7
-    count, reset_at = counters.hit(key)
+    count, reset_at = counters.hit(key, 60)
     assert count == 8 and 0 < reset_at - time.time() <= 60
+
+
+def test_block_size_follows_the_limit():
+    """Tenants below 2,000 a minute (every starter and business one) are counted one request
+    at a time; above, one count per 1,000 of the limit, at most 16."""
+    sizes = [lease_size(limit) for limit in (60, 300, 1_999, 2_000, 4_500, 16_000, 10**9)]
+    assert sizes == [1, 1, 1, 2, 4, 16, 16]
+
+
+def test_busy_tenant_takes_counts_in_blocks_each_request_its_own(redis_client, redis_url):
+    """After the window's first hit, counts come from Redis 16 at a time, handed out in
+    order: 40 requests, counts 1 to 40, three round trips after the first."""
+    counters = RedisCounters(redis_url)
+    key = "voiceagent:ratelimit:busy"
+    assert [counters.hit(key, 10**9)[0] for _ in range(40)] == list(range(1, 41))
+    assert int(redis_client.get(key)) == 1 + 3 * 16
+    count, reset_at = counters.hit(key, 10**9)
+    assert count == 41 and 0 < reset_at - time.time() <= 60
+
+
+def test_from_half_the_limit_every_request_is_counted_in_redis(redis_client, redis_url):
+    """Blocks stop once a process has seen the window half used: from there the count in
+    Redis is the number of requests, and the limit holds exactly across processes."""
+    key = "voiceagent:ratelimit:near"
+    redis_client.set(key, 990, px=60_000)  # limit 2,000: blocks of 2 below 1,000
+    first, second = RedisCounters(redis_url), RedisCounters(redis_url)  # two processes
+    counts = [counter.hit(key, 2_000)[0] for _ in range(6) for counter in (first, second)]
+    assert len(set(counts)) == 12 and min(counts) == 991
+    assert int(redis_client.get(key)) - 990 - 12 <= 2  # each holds at most a block's rest
+
+    key = "voiceagent:ratelimit:limit"
+    redis_client.set(key, 1_990, px=60_000)
+    counts = [counter.hit(key, 2_000)[0] for _ in range(10) for counter in (first, second)]
+    assert sorted(counts) == list(range(1_991, 2_011))
+    assert int(redis_client.get(key)) == 2_010
+    assert sum(count <= 2_000 for count in counts) == 10
+
+
+def test_counts_of_a_finished_window_are_not_handed_out(redis_client, redis_url, monkeypatch):
+    monkeypatch.setattr(ratelimit, "WINDOW_MS", 300)
+    counters = RedisCounters(redis_url)
+    key = "voiceagent:ratelimit:window"
+    assert [counters.hit(key, 10**9)[0] for _ in range(3)] == [1, 2, 3]  # 4 to 17 held
+    time.sleep(0.4)
+    assert redis_client.get(key) is None
+    assert [counters.hit(key, 10**9)[0] for _ in range(3)] == [1, 2, 3]  # a new window
+
+
+def test_threads_never_share_a_count(redis_client, redis_url):
+    """Threads of one process taking blocks at once: every count is handed out once, and
+    what the process holds unused is what Redis counted beyond them."""
+    counters = RedisCounters(redis_url)
+    key = "voiceagent:ratelimit:threads"
+    counts: list[int] = []
+
+    def run():
+        counts.extend(counters.hit(key, 10**9)[0] for _ in range(500))
+
+    threads = [threading.Thread(target=run) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(counts) == list(range(1, 4_001))
+    held = sum(last - next_count + 1 for next_count, last in counters._leases[key].blocks)
+    assert int(redis_client.get(key)) == 4_000 + held
+
+
+def test_a_reply_read_late_keeps_the_counts_the_process_holds(redis_client, redis_url, monkeypatch):
+    """A thread that reads its reply seconds late (a busy machine) works out a later end of
+    the window by its own clock; the window is still the same one, and the block another
+    thread took meanwhile is still handed out."""
+    counters = RedisCounters(redis_url)
+    key = "voiceagent:ratelimit:late"
+    assert counters.hit(key, 10**9)[0] == 1
+    read_late = types.SimpleNamespace(time=lambda: time.time() + 5, monotonic=time.monotonic)
+    add = counters._add
+
+    def add_read_late(key: str, size: int):
+        del counters._add
+        assert counters.hit(key, 10**9)[0] == 2  # another thread's block: 2 to 17
+        monkeypatch.setattr(ratelimit, "time", read_late)
+        try:
+            return add(key, size)  # 18 to 33
+        finally:
+            monkeypatch.setattr(ratelimit, "time", time)
+
+    counters._add = add_read_late
+    assert counters.hit(key, 10**9)[0] == 18
+    assert [counters.hit(key, 10**9)[0] for _ in range(31)] == list(range(3, 18)) + list(
+        range(19, 35)
+    )
+    assert int(redis_client.get(key)) == 49  # 34 handed out, 35 to 49 held
 
 
 def free_port() -> int:

@@ -38,7 +38,11 @@ STATUS_OF = {
 
 RATE_LIMIT_HEADERS = {
     "X-RateLimit-Limit": "Requests allowed per minute for your tenant (all keys together).",
-    "X-RateLimit-Remaining": "Requests left in the current one-minute window.",
+    "X-RateLimit-Remaining": (
+        "Requests left in the current one-minute window. For limits of 2,000 a minute or "
+        "more it can read a little lower until the window is half used (counts other "
+        "server processes took in advance)."
+    ),
     "X-RateLimit-Reset": "Unix time (seconds) at which the current window ends.",
 }
 
