@@ -1,6 +1,7 @@
 """Voice Agent Management API: the application factory."""
 
 import os
+import time
 from collections.abc import Callable
 from inspect import CO_COROUTINE
 from types import FunctionType
@@ -105,13 +106,19 @@ class NoSessions(SessionInterface):
 
 
 def register_request_id(app: Flask) -> None:
-    """Every response carries X-Request-Id; error bodies repeat it as requestId."""
+    """Every response carries X-Request-Id; error bodies repeat it as requestId.
+
+    The same hook notes when the request began (g.request_started): its log line and its
+    latency metric both measure from there.
+    """
 
     @app.before_request
-    def assign_request_id() -> None:
-        g.request_id = new_id("req")
+    def begin_request() -> None:
+        context = g._get_current_object()  # type: ignore[attr-defined]
+        context.request_started = time.perf_counter()
+        context.request_id = new_id("req")
 
     @app.after_request
     def add_request_id(response):
-        response.headers["X-Request-Id"] = g.get("request_id") or new_id("req")
+        response.headers.add("X-Request-Id", g.get("request_id") or new_id("req"))  # only here
         return response

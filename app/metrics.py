@@ -102,20 +102,17 @@ def metrics_view() -> Response:
     return Response(generate_latest(_registry()), mimetype=CONTENT_TYPE_LATEST)
 
 
-def _start() -> None:
-    g.metrics_started = time.perf_counter()
-
-
 # The request counter and latency histogram of each (method, route, status) seen: what
 # labels() returns for them, without its checks and locking on every request.
 _series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
 
 def _record(response: Response) -> Response:
-    rule = request.url_rule
+    current = request._get_current_object()  # type: ignore[attr-defined]
+    rule = current.url_rule
     if rule is None or rule.rule == "/metrics":
         return response
-    key = (request.method, rule.rule, response.status_code)
+    key = (current.method, rule.rule, response.status_code)
     series = _series.get(key)
     if series is None:
         method, route, status = key
@@ -125,7 +122,7 @@ def _record(response: Response) -> Response:
         )
     requests, latency = series
     requests.inc()
-    started = g.get("metrics_started")
+    started = g.get("request_started")
     if started is not None:
         latency.observe(time.perf_counter() - started)
     return response
@@ -133,5 +130,4 @@ def _record(response: Response) -> Response:
 
 def init_app(app: Flask) -> None:
     app.add_url_rule("/metrics", "metrics", metrics_view)
-    app.before_request(_start)
     app.after_request(_record)
