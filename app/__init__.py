@@ -4,7 +4,7 @@ import os
 import time
 from collections.abc import Callable
 from inspect import CO_COROUTINE
-from types import FunctionType
+from types import FunctionType, MethodType
 from typing import Any
 
 from flask import Flask, Request, g
@@ -49,14 +49,17 @@ def finish_config(config: dict[str, Any]) -> None:
 
 class App(Flask):
     def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
-        """func itself when it is a plain function that is not a coroutine function.
+        """func itself when it is a plain function, or a method of one, that is not a
+        coroutine function.
 
         Flask asks this for every hook and view of every request, about sixteen times, and
         inspect.iscoroutinefunction's answers cost about 30 k instructions a request (3 % of
-        GET /healthz); a plain function's code flags answer it at once. Anything else is
+        GET /healthz); a plain function's code flags answer it at once. A resource's view
+        (a MethodView's get, post…) is asked for as a bound method. Anything else is
         Flask's to decide.
         """
-        if type(func) is FunctionType and not func.__code__.co_flags & CO_COROUTINE:
+        plain = func.__func__ if type(func) is MethodType else func
+        if type(plain) is FunctionType and not plain.__code__.co_flags & CO_COROUTINE:
             return func
         return super().ensure_sync(func)
 
