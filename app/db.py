@@ -381,6 +381,11 @@ def timestamp_text(field: peewee.DateTimeField) -> Callable[[Any], str | None]:
     return text
 
 
+# Per model and column names of a query: each column's model field (None for an alias) and
+# converter. Queries are fixed SQL, so this holds one entry per query shape.
+_column_plans: dict[tuple[type[peewee.Model], tuple[str, ...]], list[tuple[Any, ...]]] = {}
+
+
 def model_rows(model: type[peewee.Model], sql: str, params: Sequence[Any]) -> list[Any]:
     """Rows of fixed SQL (? placeholders) as model instances: columns of model's table become
     its fields, any other column (an alias from a join) a plain attribute, as raw() does.
@@ -389,12 +394,15 @@ def model_rows(model: type[peewee.Model], sql: str, params: Sequence[Any]) -> li
     without peewee resolving the columns on every query, which cost more than the query.
     """
     cursor = database.execute_sql(raw_sql(sql), params)
-    fields = model._meta.columns  # type: ignore[attr-defined]
-    columns = [
-        (column[0], field, field and column_converter(field))
-        for column in cursor.description
-        for field in [fields.get(column[0])]
-    ]
+    names = tuple(column[0] for column in cursor.description)
+    columns = _column_plans.get((model, names))
+    if columns is None:
+        fields = model._meta.columns  # type: ignore[attr-defined]
+        columns = _column_plans[model, names] = [
+            (name, field, field and column_converter(field))
+            for name in names
+            for field in [fields.get(name)]
+        ]
     rows = []
     for row in cursor:
         instance = model(__no_default__=1)
