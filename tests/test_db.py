@@ -1,6 +1,7 @@
 """Storage: migrations from empty, SQLite settings, PostgreSQL when configured."""
 
 import fcntl
+import json
 import os
 import select
 import subprocess
@@ -15,7 +16,7 @@ import peewee
 import pytest
 
 from app import db
-from app.models import ALL_MODELS
+from app.models import ALL_MODELS, JSONField
 from tests.conftest import using_postgres
 
 
@@ -253,3 +254,25 @@ def test_postgres_pool_checks_a_connection_only_after_it_sat_idle(app, monkeypat
     database.connect()
     assert checks == [1]
     assert database.execute_sql("SELECT pg_backend_pid()").fetchone()[0] != pid
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{}",
+        "[]",
+        '["faq","booking"]',
+        '{"a":{"b":[1,2.5,null,true,"\\u00fc"]}}',
+        "12345678901234567890123",
+        " [1] ",
+        '"x"',
+    ],
+)
+def test_json_column_reads_as_json_loads_does(text):
+    assert JSONField().python_value(text) == json.loads(text)
+
+
+@pytest.mark.parametrize("text", ["[1]x", "nul", "", '{"a":1'])
+def test_json_column_that_is_not_json_raises_the_parser_error(text):
+    with pytest.raises(json.JSONDecodeError):
+        JSONField().python_value(text)
