@@ -16,7 +16,7 @@ from app import db
 from app.auth import require_api_key, require_runtime_token
 from app.db import Rows
 from app.errors import AppError
-from app.resources.guards import JsonBodyParser, refuse_nul_characters
+from app.resources.guards import ArgumentsParser, refuse_nul_characters
 from app.services.pages import COUNT_LIMIT
 from app.util import isoformat
 
@@ -44,7 +44,7 @@ def require_json_body() -> None:
 class GuardedBlueprint(Blueprint):
     """A blueprint whose requests pass the input guards: JSON bodies only, bounded, no NUL."""
 
-    ARGUMENTS_PARSER = JsonBodyParser()
+    ARGUMENTS_PARSER = ArgumentsParser()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -60,8 +60,30 @@ def check_json_body(body: Any, raw: bytes) -> None:
         )
 
 
-class JsonBodyParser(FlaskParser):
+class QueryArgs(dict):
+    """A query string's parameters as webargs reads them: name -> values, get() the first.
+
+    werkzeug's MultiDict answers get() for a name the request left out by raising and
+    catching a KeyError (an HTTPException), and webargs asks for every field of the schema:
+    on GET /api/v1/calls, seven exceptions a request, two-fifths of its parsing.
+    """
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        values = dict.get(self, key)
+        return default if values is None else values[0]
+
+    def getlist(self, key: str) -> list[str]:
+        return list(dict.get(self, key, ()))
+
+
+class ArgumentsParser(FlaskParser):
     """webargs' parser, with the guards of check_json_body on every JSON body."""
+
+    def load_querystring(self, req: flask.Request, schema: Any) -> Any:
+        args = QueryArgs()
+        for name, value in req.args.items(multi=True):
+            args.setdefault(name, []).append(value)
+        return self._makeproxy(args, schema)
 
     def _raw_load_json(self, req: flask.Request) -> Any:
         try:
@@ -75,9 +97,13 @@ class JsonBodyParser(FlaskParser):
 
 def refuse_nul_characters() -> None:
     """An id with a NUL names nothing (404); a query parameter with one is invalid (422)."""
-    if NUL in request.path:
+    current = request._get_current_object()  # type: ignore[attr-defined]
+    if NUL in current.path:
         raise NotFound()
-    invalid = [name for name, value in request.args.items(multi=True) if NUL in name + value]
+    query = current.query_string
+    if b"%00" not in query and b"\x00" not in query:
+        return  # no parameter can hold one: skip decoding them
+    invalid = [name for name, value in current.args.items(multi=True) if NUL in name + value]
     if invalid:
         raise ValidationFailed(
             "Invalid value for " + ", ".join(invalid) + ".",

@@ -273,3 +273,14 @@ def test_bad_query_parameters_are_422_naming_them(client, headers, query, field)
 def test_limit_bounds_are_accepted(client, headers):
     assert listed(client, headers, "?limit=1")["pagination"]["limit"] == 1
     assert listed(client, headers, "?limit=100")["pagination"]["limit"] == 100
+
+
+def test_a_query_parameter_given_twice_takes_its_first_value(client, headers):
+    assert listed(client, headers, "?limit=2&limit=7")["pagination"]["limit"] == 2
+    response = client.get("/api/v1/calls?limit=2&limit=zero", headers=headers)
+    assert response.status_code == 200
+
+
+def test_an_unknown_query_parameter_is_ignored(client, headers):
+    """Only bodies reject unknown fields: a query string may carry a cache buster."""
+    assert listed(client, headers, "?limit=2&_=1700000000")["pagination"]["limit"] == 2
