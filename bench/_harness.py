@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -17,9 +18,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -138,9 +141,17 @@ def gunicorn(
     app_path: str, env: dict[str, str] | None = None, log: Path | None = None
 ) -> Iterator[int]:
     """Run gunicorn with the bench settings on a free port; yield the port. Its output is
-    appended to log when given, else dropped."""
+    appended to log when given, else written to a pipe that another process reads and
+    drops, as systemd's journal reads a service's output (a write to /dev/null costs the
+    writer less than one a reader has to be woken for)."""
     port = free_port()
-    output = open(log, "a") if log else subprocess.DEVNULL  # closed below
+    sink = None
+    output: Any
+    if log:
+        output = open(log, "a")  # closed below
+    else:
+        sink = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        output = sink.stdin
     process = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", *GUNICORN_ARGS, "-b", f"127.0.0.1:{port}", app_path],
         cwd=ROOT,
@@ -155,59 +166,107 @@ def gunicorn(
     finally:
         _MASTERS.pop(port, None)
         _stop(process)
-        if log:
-            output.close()  # type: ignore[union-attr]
+        output.close()
+        if sink:
+            sink.wait()
 
 
 _MASTERS: dict[int, int] = {}  # port -> gunicorn master pid
-# A run in which one gunicorn worker did less than this share of the work is repeated: the
-# workers' kept-alive connections landed (almost) all on one of them, so half the machine
-# idled. Which worker accepts a connection is a race that on this kind of VM one worker often
-# wins every time; left in, such runs made the same code measure 0.1 x or 0.6 x bare.
-LOPSIDED_SHARE = 0.25
-LOPSIDED_TRIES = 4
+
+# Which gunicorn worker accepts a connection is a race, and on this kind of VM it is seldom a
+# fair one: of 20 runs of 8 keep-alive connections against 2 workers, 2 split them 4/4, 8 split
+# 3/5, 9 split 1/7 or 2/6 and 1 gave all 8 to one worker. A run's figures then depend on the
+# split more than on the code (the same code measured 0.1 x and 0.6 x bare). Every load
+# therefore runs on connections split evenly over the workers: the split is read from /proc
+# and a client whose connection landed on a worker holding more than its share reconnects.
+EVEN_SPLIT_TRIES = 60
 
 
-def _workers_cpu(master: int) -> dict[int, float]:
-    """CPU seconds used so far by each child (worker) of a gunicorn master, from /proc."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    used = {}
+def _children(master: int) -> list[int]:
+    """The gunicorn workers of a master (its child processes), from /proc."""
+    children = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == master:  # fields[1] is the parent pid
+                children.append(int(entry.name))
+    return children
+
+
+def connection_owners(port: int) -> dict[int, int]:
+    """For each established connection to the gunicorn on port, the client's port -> the pid
+    of the worker that accepted it (connections still waiting to be accepted are left out)."""
+    sockets = {}
+    for pid in _children(_MASTERS[port]):
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            descriptors = os.listdir(f"/proc/{pid}/fd")
         except OSError:
             continue
-        if int(fields[1]) == master:  # fields[1] is the parent pid
-            used[int(entry.name)] = (int(fields[11]) + int(fields[12])) / ticks
-    return used
+        for descriptor in descriptors:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{descriptor}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                sockets[target[8:-1]] = pid
+    owners = {}
+    with open("/proc/net/tcp") as table:
+        next(table)
+        for line in table:
+            fields = line.split()
+            local, remote, state, inode = fields[1], fields[2], fields[3], fields[9]
+            if state == "01" and int(local.rsplit(":", 1)[1], 16) == port and inode in sockets:
+                owners[int(remote.rsplit(":", 1)[1], 16)] = sockets[inode]
+    return owners
 
 
-def balanced(port: int, run: Callable[[], dict]) -> dict:
-    """run() against the gunicorn on port, repeated while one of its workers did less than
-    LOPSIDED_SHARE of the work (LOPSIDED_TRIES runs at most, each repeat announced); the
-    result counts the repeats under "lopsided", and its errors are those of every run."""
-    master = _MASTERS.get(port)
-    lopsided = 0
-    errors = {"errors": 0, "locked": 0}
+def _workers_holding(port: int, client_ports: set[int] | None, expected: int) -> dict[int, int]:
+    """connection_owners(port), restricted to client_ports when given, once `expected` of them
+    have been accepted (or after 2 s)."""
+    deadline = time.monotonic() + 2
     while True:
-        before = _workers_cpu(master) if master else {}
-        result = run()
-        for key in errors:
-            errors[key] += result.get(key, 0)
-        after = _workers_cpu(master) if master else {}
-        spent = [after[pid] - before.get(pid, 0.0) for pid in after]
-        total = sum(spent)
-        if len(spent) < 2 or not total or min(spent) / total >= LOPSIDED_SHARE:
-            break
-        if lopsided + 1 >= LOPSIDED_TRIES:
-            print(f"  kept a lopsided run: one worker did {min(spent) / total:.0%} of the work")
-            break
-        lopsided += 1
-        print(f"  repeating a run: one worker did {min(spent) / total:.0%} of the work")
-    counted = {key: count for key, count in errors.items() if key in result}
-    return {**result, **counted, "lopsided": lopsided}
+        owners = connection_owners(port)
+        if client_ports is not None:
+            owners = {client: pid for client, pid in owners.items() if client in client_ports}
+        if len(owners) >= expected or time.monotonic() > deadline:
+            return owners
+        time.sleep(0.01)
+
+
+def _share(port: int, concurrency: int) -> int:
+    workers = len(_children(_MASTERS[port]))
+    if concurrency % workers:
+        raise ValueError(f"{concurrency} connections do not split evenly over {workers} workers")
+    return concurrency // workers
+
+
+def even_connections(port: int, concurrency: int) -> list[http.client.HTTPConnection]:
+    """`concurrency` keep-alive connections to the gunicorn on port, as many on each worker."""
+    share = _share(port, concurrency)
+    connections: list[http.client.HTTPConnection] = []
+    for _ in range(EVEN_SPLIT_TRIES):
+        while len(connections) < concurrency:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            connection.connect()
+            connections.append(connection)
+        mine = {connection.sock.getsockname()[1]: connection for connection in connections}
+        owners = _workers_holding(port, set(mine), concurrency)
+        held: dict[int, int] = {}
+        kept = []
+        for client, connection in mine.items():
+            pid = owners.get(client)
+            if pid is not None and held.get(pid, 0) < share:
+                held[pid] = held.get(pid, 0) + 1
+                kept.append(connection)
+            else:
+                connection.close()
+        connections = kept
+        if len(connections) == concurrency:
+            return connections
+    raise RuntimeError(f"could not split {concurrency} connections evenly over the workers")
 
 
 # GET load: wrk when installed (Debian's package; it takes the server little CPU), else a
@@ -218,12 +277,10 @@ LOAD_GENERATOR = "wrk" if shutil.which("wrk") else "Python"
 def load(
     port: int, path: str, headers: dict[str, str], *, seconds: float = 5.0, concurrency: int = 8
 ) -> dict[str, float]:
-    """GET path at fixed concurrency over keep-alive connections (see LOAD_GENERATOR), in a
-    run in which both gunicorn workers took part (see balanced)."""
+    """GET path at fixed concurrency over keep-alive connections split evenly over the
+    gunicorn workers (see LOAD_GENERATOR and EVEN_SPLIT_TRIES)."""
     generator = load_wrk if LOAD_GENERATOR == "wrk" else load_python
-    return balanced(
-        port, lambda: generator(port, path, headers, seconds=seconds, concurrency=concurrency)
-    )
+    return generator(port, path, headers, seconds=seconds, concurrency=concurrency)
 
 
 def _ms(text: str) -> float:
@@ -237,31 +294,57 @@ def load_wrk(
     url = f"http://127.0.0.1:{port}{path}"
     header_args = [arg for name, value in headers.items() for arg in ("-H", f"{name}: {value}")]
     subprocess.run(["wrk", "-t1", "-c2", "-d1s", *header_args, url], capture_output=True)
-    out = subprocess.run(
-        ["wrk", "-t2", f"-c{concurrency}", f"-d{int(seconds)}s", "--latency", *header_args, url],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    share = _share(port, concurrency)
+    command = ["wrk", "-t2", f"-c{concurrency}", f"-d{int(seconds)}s", "--latency", *header_args]
+    errors = 0
+    for _ in range(EVEN_SPLIT_TRIES):
+        # wrk opens its connections at once and keeps them: a run whose split is uneven is
+        # stopped at once (wrk prints what it did on SIGINT: its errors still count) and
+        # started again.
+        process = subprocess.Popen([*command, url], stdout=subprocess.PIPE, text=True)
+        held = Counter(_workers_holding(port, None, concurrency).values())
+        if sorted(held.values()) == [share] * len(held) and sum(held.values()) == concurrency:
+            out, _ = process.communicate()
+            break
+        process.send_signal(signal.SIGINT)
+        errors += _wrk_errors(process.communicate()[0])
+    else:
+        raise RuntimeError(f"wrk's {concurrency} connections never split evenly over the workers")
+    if process.returncode:
+        raise RuntimeError(f"wrk failed on {path}:\n{out}")
     latency = dict(re.findall(r"^\s+(50|99)%\s+(\S+)\s*$", out, re.M))
     if "99" not in latency:
         raise RuntimeError(f"wrk measured nothing on {path}:\n{out}")
     requests_done = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
-    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    errors = int(bad.group(1)) if bad else 0
     return {
         "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),  # type: ignore[union-attr]
         "p50_ms": _ms(latency["50"]),
         "p99_ms": _ms(latency["99"]),
-        "errors": errors,
+        "errors": errors + _wrk_errors(out),
         "requests": requests_done,
     }
 
 
-def run_clients(client: Callable[[], None], concurrency: int) -> float:
-    """Run client in `concurrency` threads at once; the seconds until the last one ends."""
-    threads = [threading.Thread(target=client) for _ in range(concurrency)]
+def _wrk_errors(out: str) -> int:
+    """Non-2xx answers and socket errors in wrk's report."""
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    failed = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    return (int(bad.group(1)) if bad else 0) + (sum(map(int, failed.groups())) if failed else 0)
+
+
+def run_clients(
+    client: Callable[[http.client.HTTPConnection, float], None],
+    port: int,
+    concurrency: int,
+    seconds: float,
+) -> float:
+    """Run client(connection, stop_at) in `concurrency` threads at once, each on a connection
+    of its own split evenly over the gunicorn workers (even_connections), until stop_at
+    (perf_counter), `seconds` from the start; the seconds until the last one ended."""
+    connections = even_connections(port, concurrency)
     started = time.perf_counter()
+    stop_at = started + seconds
+    threads = [threading.Thread(target=client, args=(c, stop_at)) for c in connections]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -275,10 +358,8 @@ def load_python(
     latencies: list[float] = []
     errors = [0]
     lock = threading.Lock()
-    stop_at = time.perf_counter() + seconds
 
-    def run() -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    def run(connection: http.client.HTTPConnection, stop_at: float) -> None:
         mine: list[float] = []
         bad = 0
         while time.perf_counter() < stop_at:
@@ -299,7 +380,7 @@ def load_python(
         warm.request("GET", path, headers=headers)
         warm.getresponse().read()
     warm.close()
-    elapsed = run_clients(run, concurrency)
+    elapsed = run_clients(run, port, concurrency, seconds)
     latencies.sort()
     return {
         "rps": len(latencies) / elapsed,

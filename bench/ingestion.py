@@ -16,7 +16,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from _harness import (
-    balanced,
     fresh_redis,
     gunicorn,
     load_python,
@@ -62,10 +61,8 @@ def lifecycles(port: int, seconds: float) -> dict[str, float]:
     done = [0]
     errors: list[str] = []
     lock = threading.Lock()
-    stop_at = time.perf_counter() + seconds
 
-    def run() -> None:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    def run(connection: http.client.HTTPConnection, stop_at: float) -> None:
         mine = 0
         while time.perf_counter() < stop_at:
             try:
@@ -88,7 +85,7 @@ def lifecycles(port: int, seconds: float) -> dict[str, float]:
         with lock:
             done[0] += mine
 
-    elapsed = run_clients(run, CONCURRENCY)
+    elapsed = run_clients(run, port, CONCURRENCY, seconds)
     return {
         "lifecycles": done[0] / elapsed,
         "rps": 4 * done[0] / elapsed,
@@ -131,16 +128,9 @@ def measure(label: str, database_url: str) -> list[list[object]]:
     runtime: list[dict[str, float]] = []
     for _ in range(ROUNDS):  # alternate, so drift on the machine hits both alike
         with gunicorn("bench.bare_app:app", env) as port:
-            bare.append(
-                balanced(
-                    port,
-                    lambda: load_python(
-                        port, "/bare", {}, seconds=SECONDS, concurrency=CONCURRENCY
-                    ),
-                )
-            )
+            bare.append(load_python(port, "/bare", {}, seconds=SECONDS, concurrency=CONCURRENCY))
         with gunicorn("wsgi:app", env, log=log) as port:
-            runtime.append(balanced(port, lambda: lifecycles(port, SECONDS)))
+            runtime.append(lifecycles(port, SECONDS))
     base, ours = median_run(bare), median_run(runtime)
     locked_in_log = log.read_text().count("database is locked") if log.exists() else 0
     ratio = ours["rps"] / base["rps"]
