@@ -307,6 +307,8 @@ def _unchanged_types(field: ma.fields.Field) -> frozenset[type]:
         return frozenset((int, NoneType))
     if kind is ma.fields.Boolean:
         return frozenset((bool, NoneType))
+    if type(field) is ma.fields.Dict and field.key_field is None and field.value_field is None:
+        return frozenset((dict, NoneType))  # it would dump a copy of the dict
     if kind is Timestamp or (kind.__module__ == "marshmallow.fields" and kind not in _NOT_NONE):
         return frozenset((NoneType,))
     return frozenset()
