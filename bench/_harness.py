@@ -406,6 +406,18 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
 
 
+def median_ratio(
+    runs: list[dict[str, float]], base_runs: list[dict[str, float]], key: str = "rps"
+) -> float:
+    """The median over rounds of a run's figure over its own round's baseline. Rounds
+    alternate the cases, so a slower minute on the machine (seen here: the bare endpoint at
+    4,500 and 6,400 req/s ten minutes apart) cancels within a round; the median keeps one
+    round's stray spike (a p99 of 30 ms among rounds of 11) out of the result."""
+    return statistics.median(
+        run[key] / base[key] for run, base in zip(runs, base_runs, strict=True)
+    )
+
+
 def median_run(runs: list[dict[str, float]]) -> dict[str, float]:
     """The run with the median throughput (its latencies come with it)."""
     return sorted(runs, key=lambda run: run["rps"])[len(runs) // 2]
