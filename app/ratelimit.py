@@ -116,7 +116,7 @@ class RedisCounters:
     that, while the window is less than half used, a process adds a block of counts at once
     (lease_size: 2 at 2,000 a minute, up to 16 at 16,000) and hands them to its next
     requests in order, so most requests of a busy tenant cost no round trip: on GET /agents
-    the round trip was a fifth of the throughput, half of it Redis's own CPU. The limit
+    under gunicorn, a round trip a request cost 12 % of the throughput. The limit
     still holds exactly, since every request has a count of its own; what a block changes:
     - counts a process took but had no request for are spent, so a tenant can be refused up
       to (processes x (block - 1)) requests early, under 0.1 % of its limit per process,

@@ -65,7 +65,7 @@ class QueryArgs(dict):
 
     werkzeug's MultiDict answers get() for a name the request left out by raising and
     catching a KeyError (an HTTPException), and webargs asks for every field of the schema:
-    on GET /api/v1/calls, seven exceptions a request, two-fifths of its parsing.
+    on GET /api/v1/calls, seven exceptions a request (100 k instructions of 3.7 M).
     """
 
     def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
