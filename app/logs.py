@@ -127,7 +127,7 @@ def configure(log_format: str, level: str, flush_seconds: float = 1.0) -> None:
     root = logging.getLogger()
     handler = next((h for h in root.handlers if isinstance(h, StreamHandler)), None)
     if handler is None:
-        handler = StreamHandler(sys.stderr, flush_seconds)
+        handler = StreamHandler(sys.stderr)
         root.addHandler(handler)
     handler.flush_seconds = flush_seconds
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())

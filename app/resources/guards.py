@@ -77,7 +77,8 @@ class QueryArgs(dict):
 
 
 class ArgumentsParser(FlaskParser):
-    """webargs' parser, with the guards of check_json_body on every JSON body."""
+    """webargs' parser: the guards of check_json_body on every JSON body, and query strings
+    read through QueryArgs."""
 
     def load_querystring(self, req: flask.Request, schema: Any) -> Any:
         args = QueryArgs()
