@@ -1,28 +1,35 @@
-"""The worker: function calls and webhook deliveries, with the delivery sweeper.
+"""The worker: RQ workers for function calls and webhook deliveries, and the delivery sweeper.
 
 `python worker.py` serves both queues; `python worker.py functions` and
 `python worker.py webhooks` split them (deploy/systemd/voiceagent-worker@.service runs one of
-each). Function calls are popped from their Redis list by FUNCTION_WORKER_THREADS threads, so
-they never wait behind deliveries or behind each other; webhook deliveries go through an RQ
-worker in the main thread, and the sweeper runs every SWEEP_INTERVAL seconds beside it.
-SIGTERM or SIGINT stops the worker once the jobs in hand are done.
+each). Each queue has a pool of RQ workers of its own (RQ's WorkerPool of SimpleWorkers,
+which run jobs in their own process without a fork per job): FUNCTION_WORKERS make that many
+function calls at once and never wait behind deliveries, and WEBHOOK_WORKERS send that many
+deliveries at once, so one slow receiver does not hold up the others. The main process
+builds the app once, starts a process per pool and, when it serves webhooks, sweeps due
+deliveries every SWEEP_INTERVAL seconds. SIGTERM or SIGINT stops it once the jobs in hand
+are done.
 """
 
 import logging
+import multiprocessing
 import os
 import signal
 import sys
 import threading
 import time
 
+from flask import Flask
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from rq import SimpleWorker
+from rq.worker_pool import WorkerPool
 
-from app import create_app, queue
+from app import create_app, jobs
 from app.queue import redis_connection
 
 QUEUES = ["functions", "webhooks"]
+POOL_SIZES = {"functions": "FUNCTION_WORKERS", "webhooks": "WEBHOOK_WORKERS"}
 
 log = logging.getLogger("worker")
 
@@ -40,32 +47,33 @@ def wait_for_redis() -> None:
             delay = min(delay * 2, 10.0)
 
 
-def serve_rq(queues: list[str]) -> None:
-    """Run an RQ worker until it is asked to stop (it handles SIGTERM and SIGINT itself)."""
-    while True:
-        wait_for_redis()
-        # Jobs run in this process rather than a fork per job: they are short, bounded by
-        # their HTTP timeouts, and forking beside the sweeper thread is unsafe.
-        worker = SimpleWorker(queues, connection=redis_connection())
-        try:
-            worker.work(with_scheduler=False)
-            return  # asked to stop
-        except (RedisConnectionError, RedisTimeoutError):
-            log.exception("lost Redis; starting over once it answers")
-
-
 def yield_cpu_to_calls(niceness: int) -> None:
-    """Deliveries are background work: a webhooks-only worker runs at a lower CPU priority."""
+    """Deliveries are background work: webhooks workers run at a lower CPU priority."""
     if niceness > 0:
         os.nice(niceness)
-        log.info("webhooks worker running at niceness +%d", niceness)
+        log.info("webhooks workers running at niceness +%d", niceness)
 
 
-def wait_for_signal() -> None:
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    stop.wait()
+def serve(app: Flask, queue_name: str, lower_priority: bool) -> None:
+    """A pool of RQ workers on one queue, until it is asked to stop (in its own process)."""
+    with app.app_context():
+        if lower_priority:
+            yield_cpu_to_calls(app.config["WEBHOOK_WORKER_NICENESS"])
+        pool = WorkerPool(
+            [queue_name],
+            connection=redis_connection(),
+            num_workers=app.config[POOL_SIZES[queue_name]],
+            worker_class=SimpleWorker,
+        )
+        pool.start(logging_level=app.config["LOG_LEVEL"])
+
+
+def sweep_once(app: Flask) -> None:
+    """Enqueue the due deliveries; log, never raise (it runs in a loop)."""
+    try:
+        jobs.sweep_deliveries()
+    except Exception:
+        log.exception("sweep failed; trying again in %ss", app.config["SWEEP_INTERVAL"])
 
 
 def main(argv: list[str]) -> None:
@@ -78,23 +86,41 @@ def main(argv: list[str]) -> None:
         if not app.config.get("REDIS_URL"):
             sys.exit("worker.py needs REDIS_URL (without Redis, jobs run inline in the web app).")
         wait_for_redis()
-        functions = None
-        if "functions" in queues:
-            functions = queue.DirectWorker(
-                app, "functions", threads=app.config["FUNCTION_WORKER_THREADS"]
+        if queues == ["webhooks"]:
+            yield_cpu_to_calls(app.config["WEBHOOK_WORKER_NICENESS"])
+        fork = multiprocessing.get_context("fork")
+        # The pools are forked before this process opens a database connection or a thread.
+        pools = [
+            fork.Process(
+                target=serve,
+                args=(app, name, name == "webhooks" and len(queues) > 1),
+                name=f"{name} workers",
             )
-            functions.start()
-        try:
+            for name in queues
+        ]
+        for pool in pools:
+            pool.start()
+        stop = threading.Event()
+
+        def request_stop(signum: int, frame: object) -> None:
+            stop.set()
+            for pool in pools:
+                if pool.pid is not None and pool.is_alive():
+                    os.kill(pool.pid, signal.SIGTERM)
+
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, request_stop)
+        while not stop.is_set():
             if "webhooks" in queues:
-                if functions is None:
-                    yield_cpu_to_calls(app.config["WEBHOOK_WORKER_NICENESS"])
-                queue.start_sweeper(app)
-                serve_rq(["webhooks"])
-            else:
-                wait_for_signal()
-        finally:
-            if functions is not None:
-                functions.stop()
+                sweep_once(app)
+            if not all(pool.is_alive() for pool in pools):
+                log.error("a pool of workers stopped; stopping the others")
+                request_stop(signal.SIGTERM, 0)
+                break
+            stop.wait(app.config["SWEEP_INTERVAL"])
+        for pool in pools:
+            pool.join()
+        sys.exit(0 if all(pool.exitcode == 0 for pool in pools) else 1)
 
 
 if __name__ == "__main__":

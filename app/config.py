@@ -35,7 +35,8 @@ LOG_LEVEL = "INFO"
 LOG_FLUSH_SECONDS = 1.0
 
 # Webhook delivery: seconds to connect and to receive the answer (a 2xx within this is a
-# success), and how long a job holds a delivery before another may take it over.
+# success), and how long a job holds a delivery before another may take it over (more than
+# an attempt can take).
 WEBHOOK_CONNECT_TIMEOUT = 3.0
 WEBHOOK_TIMEOUT = 10.0
 WEBHOOK_LEASE_SECONDS = 60
@@ -47,9 +48,11 @@ WEBHOOK_RETRY_SCALE = 1.0
 # the web process in inline mode).
 SWEEP_INTERVAL = 5.0
 
-# Threads of a worker serving the functions queue: how many function calls it makes at once
-# (each waits at most 5 s for the tenant's endpoint).
-FUNCTION_WORKER_THREADS = 8
+# RQ workers of worker.py for each queue: how many function calls it makes at once (each
+# waits at most 5 s for the tenant's endpoint), and how many deliveries it sends at once (so
+# a slow receiver holds up one of them, not every tenant's events).
+FUNCTION_WORKERS = 8
+WEBHOOK_WORKERS = 4
 
 # A worker serving only the webhooks queue lowers its CPU priority by this much (nice), so on
 # a busy machine the web processes and the functions worker, on which a caller waits, run

@@ -1,18 +1,28 @@
-"""Job entry points: importable module-level functions that take ids or plain values."""
+"""RQ entry points: importable module-level functions that take ids or plain values.
+
+worker.py runs them in processes that have the app's context; inline mode runs them in the
+web process. Each opens its own database connection and returns it to the pool after.
+"""
 
 from typing import Any
 
-from app.db import connection
+from app.db import database
 from app.services import deliveries, function_calls
 
 
-def deliver_webhook(delivery_id: str) -> None:
-    """Attempt a webhook delivery if it is due and free, and other due ones in batches with it."""
-    with connection():
-        deliveries.deliver(delivery_id=delivery_id)
+def deliver_webhook(delivery_id: str) -> str | None:
+    """Attempt one webhook delivery if it is due and no other job holds it; its status after."""
+    with database.connection_context():
+        return deliveries.deliver(delivery_id=delivery_id)
 
 
-def invoke_function(invocation: dict[str, Any]) -> None:
-    """Call the tenant's endpoint for one function invocation (once, before its deadline)."""
-    with connection():
-        function_calls.run(function_calls.Invocation(**invocation))
+def invoke_function(invocation: dict[str, Any]) -> dict[str, Any]:
+    """Call the tenant's endpoint once for a function call and record it; the outcome."""
+    with database.connection_context():
+        return function_calls.run(function_calls.Invocation(**invocation)).as_dict()
+
+
+def sweep_deliveries() -> int:
+    """Enqueue every due delivery that no job holds; how many were enqueued."""
+    with database.connection_context():
+        return deliveries.sweep()

@@ -1,7 +1,6 @@
 """All peewee models. Times are naive UTC; ids are prefixed random strings (app.util.new_id)."""
 
 import json
-import json.scanner
 from typing import Any
 
 import peewee as pw
@@ -19,22 +18,7 @@ class JSONField(pw.TextField):
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
     def python_value(self, value: str | None) -> Any:
-        if value is None:
-            return None
-        if value == "{}":  # most calls' metadata: skip the parser
-            return {}
-        try:  # what db_value wrote: one value, no whitespace around it
-            decoded, end = _scan_json(value, 0)
-            if end == len(value):
-                return decoded
-        except StopIteration:
-            pass
-        return json.loads(value)  # anything else, or the parser's error
-
-
-# json's own C scanner: json.loads around it (whitespace checks, the error path) costs six
-# times as much as the scan of a short value such as an agent's tools.
-_scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+        return None if value is None else json.loads(value)
 
 
 def id_field() -> pw.CharField:
@@ -189,6 +173,7 @@ class Delivery(BaseModel):
     attempts = pw.IntegerField(default=0)
     next_attempt_at = pw.DateTimeField(null=True, default=utcnow)
     lease_until = pw.DateTimeField(null=True)  # a job holds the delivery until then
+    job_id = pw.CharField(max_length=40, null=True)  # the RQ job that is to send it next
     last_status_code = pw.IntegerField(null=True)
     last_error = pw.TextField(null=True)
     created_at = pw.DateTimeField(default=utcnow)

@@ -2,7 +2,7 @@
 API under gunicorn, on SQLite and on PostgreSQL, against the bare endpoint's request rate.
 
 The same Python load generator (8 keep-alive clients) drives both, in alternating rounds.
-Target: the runtime API's requests/s >= 0.15 x the bare endpoint's, with 0 errors and
+Target: the runtime API's requests/s >= 0.1 x the bare endpoint's, with 0 errors and
 0 "database is locked". PostgreSQL runs when BENCH_POSTGRES_URL (default
 postgresql://postgres@127.0.0.1:5432/test) answers; a database is created and dropped for it.
 """
@@ -32,7 +32,7 @@ from seed import seed_tenant
 ROUNDS = 3
 SECONDS = 5
 CONCURRENCY = 8
-TARGET = 0.15
+TARGET = 0.1
 POSTGRES_URL = os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 ENDED = {
     "status": "ended",

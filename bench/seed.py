@@ -86,8 +86,10 @@ def seed_tenant(*, name: str, calls: int, agents: int = 4, number: str = "+62210
     if calls:
         sql = _calls_sql(db.is_sqlite(), f"call_{tenant.id[-6:]}", agents)
         with db.database.atomic():
+            # The SQL is written with ? placeholders: the driver's own style here.
             db.database.execute_sql(
-                db.raw_sql(sql), (calls, tenant.id, phone.id, *agent_ids, number)
+                sql.replace("?", db.database.param),
+                (calls, tenant.id, phone.id, *agent_ids, number),
             )
             Tenant.update(calls_count=calls).where(Tenant.id == tenant.id).execute()
         if db.is_sqlite():

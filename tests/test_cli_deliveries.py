@@ -2,7 +2,7 @@
 
 from datetime import timedelta
 
-from app import queue
+from app.db import database
 from app.models import Delivery
 from app.services import events
 from app.services import webhooks as webhook_service
@@ -14,7 +14,7 @@ def setup_failing_delivery(tenant, receiver):
     webhook_service.create_webhook(
         tenant=tenant, url=receiver.url, events=["call.ended"], secret="cli-test-secret-value"
     )
-    with queue.transaction():
+    with database.atomic():
         events.emit(tenant_id=tenant.id, type="call.ended", data={"callId": "call_1"})
     return Delivery.get()
 

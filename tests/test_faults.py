@@ -11,14 +11,13 @@ import hashlib
 import hmac
 import math
 import random
-import signal
 import threading
 import time
 
 import pytest
 import requests
 
-from app import queue
+from app.db import database
 from app.models import Call, CreditTransaction, Delivery, Event, Tenant
 from app.services import billing, events
 from app.services import tenants as tenant_service
@@ -37,7 +36,7 @@ def app_config(app_config, redis_url, redis_client):
 def emit_many(tenant, count: int) -> set[str]:
     sent = set()
     for number in range(count):
-        with queue.transaction():
+        with database.atomic():
             event = events.emit(
                 tenant_id=tenant.id, type="call.ended", data={"callId": f"call_{number}"}
             )
@@ -132,8 +131,7 @@ def test_workers_killed_again_and_again_lose_nothing(tenant, workers):
             sent |= emit_many(tenant, 60)
             time.sleep(0.3)
             victim = running.pop(round_ % len(running))
-            victim.send_signal(signal.SIGKILL)
-            victim.wait(10)
+            workers.kill(victim)
             running.append(workers.start())
         assert_delivered(receiver, sent, workers)
     assert_clean_logs(workers)

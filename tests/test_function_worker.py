@@ -9,6 +9,7 @@ import pytest
 from redis import Redis
 
 from app import queue
+from app.db import database
 from app.models import Delivery, FunctionInvocation
 from app.services import events
 from tests.call_flow import answer, start
@@ -95,7 +96,7 @@ def test_functions_do_not_wait_behind_a_webhook_backlog(
         webhook_service.create_webhook(
             tenant=tenant, url=slow.url, events=["call.ended"], secret="s" * 20
         )
-        with queue.transaction():
+        with database.atomic():
             for _ in range(200):
                 events.emit(tenant_id=tenant.id, type="call.ended", data={"callId": "x"})
         start_worker(workers, redis_client, ("webhooks",))
@@ -119,7 +120,7 @@ def test_a_webhooks_only_worker_yields_the_cpu_to_function_calls(workers, redis_
         lambda: os.getpriority(os.PRIO_PROCESS, webhooks.pid) == base + 10, 10, "not lowered"
     )
     assert os.getpriority(os.PRIO_PROCESS, functions.pid) == base
-    assert os.getpriority(os.PRIO_PROCESS, both.pid) == base  # its function threads too
+    assert os.getpriority(os.PRIO_PROCESS, both.pid) == base  # its function workers too
 
 
 def slow_answer(request):
@@ -131,7 +132,7 @@ def slow_answer(request):
 def test_slow_calls_do_not_hold_each_other_up(
     app, headers, client, runtime_headers, agent_id, call_id, workers, redis_client
 ):
-    """One worker makes several calls at once (FUNCTION_WORKER_THREADS)."""
+    """One worker makes several calls at once (FUNCTION_WORKERS)."""
     with Receiver(slow_answer) as slow:
         start_worker(workers, redis_client, ("functions",))
         define(client, headers, agent_id, slow.url + "/orders")
@@ -164,11 +165,14 @@ def test_stopping_the_worker_finishes_the_call_in_hand(
     assert recorded().status == "succeeded"
 
 
-def test_the_functions_queue_expires_when_nobody_reads_it(app, redis_client):
-    queue.enqueue("functions", "tests.test_worker.record", "job")
-    key = queue.direct_key("functions")
-    assert queue.depth(redis_client, "functions") == 1
-    assert 0 < redis_client.ttl(key) <= queue.DIRECT_TTL_S
+def test_a_function_job_nobody_takes_leaves_redis_by_itself(app, redis_client):
+    from rq import Queue
+
+    from tests.test_worker import record
+
+    assert queue.call("functions", record, "job", timeout=0.1) is None  # no worker runs
+    [job] = Queue("functions", connection=redis_client).jobs
+    assert 0 < redis_client.ttl(job.key) <= queue.JOB_OPTIONS["functions"]["ttl"]
 
 
 @pytest.mark.slow

@@ -254,18 +254,20 @@ def test_a_new_migration_upgrades_a_database_that_holds_data(
     call_id = whole_call(client, runtime_headers, did)
     migrations = tmp_path / "migrations"
     shutil.copytree(db.MIGRATIONS_DIR, migrations, ignore=shutil.ignore_patterns("__pycache__"))
-    (migrations / "002_call_recording_url.py").write_text(NEXT_MIGRATION)
+    (migrations / "003_call_recording_url.py").write_text(NEXT_MIGRATION)
     router = Router(db.database.obj, migrate_dir=migrations, ignore=["basemodel"])
-    assert router.diff == ["002_call_recording_url"]
+    assert router.diff == ["003_call_recording_url"]
     router.run()
     assert router.diff == []
     columns = {column.name for column in db.database.get_columns("call")}
     assert "recording_url" in columns
-    row = db.database.execute_sql(
-        db.raw_sql('SELECT status, billed_minutes, recording_url FROM "call" WHERE id = ?'),
-        (call_id,),
-    ).fetchone()
-    assert tuple(row) == ("ended", 2, None)
+    row = (
+        Call.select(Call.status, Call.billed_minutes, peewee.SQL("recording_url"))
+        .where(Call.id == call_id)
+        .tuples()
+        .get()
+    )
+    assert row == ("ended", 2, None)
     assert Call.get_by_id(call_id).tenant_id == tenant.id
     assert client.get(f"/api/v1/calls/{call_id}", headers={}).status_code == 401
     assert isinstance(db.database.obj, peewee.Database)

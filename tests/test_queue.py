@@ -1,8 +1,14 @@
-"""Deferred jobs run only after their transaction commits."""
+"""Jobs: deferred until their transaction commits, run by RQ or inline, awaited for a result."""
+
+import logging
+import socket
+import time
 
 import pytest
+from rq import Queue
 
 from app import queue
+from app.db import database
 from app.models import Tenant
 from tests.receiver import Answer, Receiver
 
@@ -13,40 +19,91 @@ def record_job(tenant_id: str) -> None:
     RAN.append((tenant_id, Tenant.select().where(Tenant.id == tenant_id).exists()))
 
 
+def answer_job(value: str) -> dict[str, str]:
+    return {"answer": value}
+
+
+def failing_job() -> None:
+    raise RuntimeError("a bug in a job")
+
+
+def slow_job(seconds: float) -> str:
+    time.sleep(seconds)
+    return "late"
+
+
 @pytest.fixture(autouse=True)
 def clear_ran():
     RAN.clear()
 
 
 def test_deferred_job_runs_after_commit_and_sees_the_rows(app):
-    with queue.transaction():
+    with database.atomic():
         Tenant.create(id="ten_a", name="a")
-        queue.defer("webhooks", "tests.test_queue.record_job", "ten_a")
+        queue.defer("webhooks", record_job, "ten_a")
         assert RAN == []
     assert RAN == [("ten_a", True)]
 
 
 def test_rolled_back_transaction_runs_nothing(app):
-    with pytest.raises(ValueError), queue.transaction():
+    with pytest.raises(ValueError), database.atomic():
         Tenant.create(id="ten_b", name="b")
-        queue.defer("webhooks", "tests.test_queue.record_job", "ten_b")
+        queue.defer("webhooks", record_job, "ten_b")
         raise ValueError("boom")
     assert RAN == []
     assert not Tenant.select().where(Tenant.id == "ten_b").exists()
 
 
 def test_nested_transaction_defers_to_the_outermost(app):
-    with queue.transaction():
-        with queue.transaction():
+    with database.atomic():
+        with database.atomic():
             Tenant.create(id="ten_c", name="c")
-            queue.defer("webhooks", "tests.test_queue.record_job", "ten_c")
+            queue.defer("webhooks", record_job, "ten_c")
         assert RAN == []
     assert RAN == [("ten_c", True)]
 
 
-def test_defer_outside_transaction_is_a_bug(app):
-    with pytest.raises(RuntimeError):
-        queue.defer("webhooks", "tests.test_queue.record_job", "x")
+def test_a_failing_inline_job_is_logged_and_never_reaches_the_caller(app, caplog):
+    with caplog.at_level(logging.ERROR), database.atomic():
+        queue.defer("webhooks", failing_job)
+    assert "job failing_job() failed" in caplog.text
+
+
+def test_jobs_go_to_rq_as_functions_with_their_queues_options(app, redis_url, redis_client):
+    app.config.update(QUEUE_MODE="rq", REDIS_URL=redis_url)
+    with database.atomic():
+        queue.defer("webhooks", record_job, "ten_d", job_id="job-d")
+    [job] = Queue("webhooks", connection=redis_client).jobs
+    assert (job.id, job.func, job.args) == ("job-d", record_job, ("ten_d",))
+    assert job.result_ttl == 0 and RAN == []
+
+
+def test_enqueue_with_redis_unreachable_says_so_and_raises_nothing(app, caplog):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    app.config.update(QUEUE_MODE="rq", REDIS_URL=f"redis://127.0.0.1:{port}/0")
+    with caplog.at_level(logging.WARNING):
+        assert queue.enqueue("webhooks", record_job, "ten_e") is False
+        assert queue.call("functions", answer_job, "x", timeout=1) is None
+    assert "could not enqueue record_job on webhooks" in caplog.text
+    assert "could not run answer_job on functions" in caplog.text
+
+
+def test_call_returns_what_the_job_returned(app, redis_url, redis_client, workers):
+    from tests.workers import rq_config, wait_for_worker
+
+    app.config.update(rq_config({}, redis_url))
+    workers.start(queues=("functions",))
+    wait_for_worker(workers, redis_client, ("functions",))
+    assert queue.call("functions", answer_job, "42", timeout=5) == {"answer": "42"}
+    started = time.monotonic()
+    assert queue.call("functions", slow_job, 3, timeout=1.5) is None  # not in time
+    assert 1.4 < time.monotonic() - started < 2.0
+
+
+def test_inline_call_runs_the_job_here(app):
+    assert queue.call("functions", answer_job, "here", timeout=5) == {"answer": "here"}
 
 
 def test_inline_mode_retries_from_the_in_process_sweeper(app, client, headers):
@@ -63,18 +120,3 @@ def test_inline_mode_retries_from_the_in_process_sweeper(app, client, headers):
         first, second = receiver.wait_for(2)
     assert first.headers["X-Service-Event-Id"] == second.headers["X-Service-Event-Id"]
     assert second.headers["X-Service-Attempt"] == "2"
-
-
-def test_dropping_waiting_jobs_without_redis_logs_and_goes_on(app, caplog):
-    """Best effort: the jobs would only run for nothing, so an unreachable Redis is no error."""
-    import logging
-    import socket
-
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    app.config.update(QUEUE_MODE="rq", REDIS_URL=f"redis://127.0.0.1:{port}/0")
-    app.extensions.pop("redis", None)
-    with caplog.at_level(logging.WARNING):
-        queue.drop_waiting("webhooks", ["delivery-dlv_1"], ["delivery:dlv_1"])
-    assert "could not drop 1 waiting jobs from webhooks" in caplog.text

@@ -1,6 +1,7 @@
 """Real worker.py and gunicorn processes for the tests, on the test's database and Redis."""
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -12,7 +13,7 @@ SPEEDS = {
     "WEBHOOK_RETRY_SCALE": "0.001",  # 5 s becomes 5 ms, 5 min 0.3 s
     "WEBHOOK_LEASE_SECONDS": "3",
     "SWEEP_INTERVAL": "0.2",
-    # An attempt takes at most 1.5 s, well within the lease, so a job sends batches.
+    # An attempt takes at most 1.5 s, well within the lease.
     "WEBHOOK_CONNECT_TIMEOUT": "0.5",
     "WEBHOOK_TIMEOUT": "1",
 }
@@ -87,17 +88,13 @@ class ThrowawayRedis:
 
 
 def wait_for_worker(workers, redis_client, queues, timeout: float = 20) -> None:
-    """Wait until worker.py serves every one of queues: webhooks through RQ's worker registry,
-    functions through the named Redis connections of its threads."""
+    """Wait until worker.py serves every one of queues (RQ's registry of workers)."""
 
     def serving() -> bool:
         from rq import Worker
 
-        names = {client.get("name") for client in redis_client.client_list()}
-        return ("functions" not in queues or "voiceagent-worker-functions" in names) and (
-            "webhooks" not in queues
-            or any("webhooks" in w.queue_names() for w in Worker.all(redis_client))
-        )
+        served = {name for worker in Worker.all(redis_client) for name in worker.queue_names()}
+        return set(queues) <= served
 
     wait_until(serving, timeout, "the worker did not start", workers)
 
@@ -122,7 +119,11 @@ class Workers:
             **{name: str(value) for name, value in settings.items()},
         }
         with open(self.log_dir / f"{Path(args[0]).stem}-{len(self.processes)}.log", "w") as log:
-            process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=log)
+            # A session of its own: killing it kills every process it started, as a host
+            # (or systemd's control group) going down does.
+            process = subprocess.Popen(
+                args, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True
+            )
         self.processes.append(process)
         return process
 
@@ -157,8 +158,15 @@ class Workers:
     def logs(self, tail: int = 3000) -> str:
         return "\n".join(path.read_text()[-tail:] for path in sorted(self.log_dir.glob("*.log")))
 
+    @staticmethod
+    def kill(process: subprocess.Popen) -> None:
+        """SIGKILL the process and every process it started (worker pools, gunicorn workers)."""
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait(10)
+
     def stop(self) -> None:
         for process in self.processes:
-            if process.poll() is None:
-                process.kill()
-            process.wait(10)
+            self.kill(process)

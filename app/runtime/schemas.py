@@ -6,7 +6,8 @@ from marshmallow import fields, validate
 
 from app.resources.agents.schemas import E164
 from app.resources.calls.schemas import CallDetailSchema
-from app.resources.common import MAX_INT32, Schema, StrictInteger, UtcDateTime
+from app.resources.common import Schema
+from app.resources.fields import MAX_INT32, StrictInteger, UtcDateTime
 from app.services.calls import DIRECTIONS, END_STATUSES
 
 E164_ERROR = "Must be an international number such as +6221555010."

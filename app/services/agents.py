@@ -2,19 +2,16 @@
 
 from typing import Any
 
-from app.db import Rows, database, select_rows
+from app.db import database
 from app.errors import NotFound
 from app.models import Agent, Function, PhoneNumber, Tenant
 from app.util import new_id, utcnow
 
-LIST_SQL = """
-SELECT * FROM agent WHERE tenant_id = ? AND deleted_at IS NULL ORDER BY created_at, id
-"""
 
-
-def list_agents(*, tenant: Tenant) -> Rows:
-    """The tenant's live agents, oldest first, as plain rows (db.select_rows)."""
-    return select_rows(Agent, LIST_SQL, [tenant.id])
+def list_agents(*, tenant: Tenant) -> list[Agent]:
+    """The tenant's live agents, oldest first."""
+    query = Agent.select().where((Agent.tenant == tenant) & Agent.deleted_at.is_null())
+    return list(query.order_by(Agent.created_at, Agent.id))
 
 
 def get_agent(*, tenant: Tenant, agent_id: str) -> Agent:

@@ -1,6 +1,6 @@
 """Credits: the ledger of minute movements and the balance that always equals its sum."""
 
-from app.db import database, insert_rows, insert_select_statement, is_sqlite, raw_sql
+from app.db import database
 from app.errors import NotFound, ValidationFailed
 from app.models import CreditTransaction, Tenant
 from app.services import events
@@ -8,17 +8,6 @@ from app.services.pages import Page, paginate
 from app.util import new_id
 
 TRANSACTION_TYPES = ("purchase", "usage", "adjustment", "refund")
-
-
-# Fixed SQL (see db.insert_rows): every ended call moves minutes, and compiling the UPDATE
-# and the reads after it cost more than running them. RETURNING (SQLite 3.35+, PostgreSQL)
-# reads the balance the UPDATE wrote, under the lock it took.
-MOVE_SQL = (
-    "UPDATE tenant SET balance_minutes = balance_minutes + ?, "
-    "lifetime_purchased_minutes = lifetime_purchased_minutes + ?, "
-    "lifetime_used_minutes = lifetime_used_minutes + ? "
-    "WHERE id = ? RETURNING balance_minutes, low_balance_threshold"
-)
 
 
 def _move(
@@ -34,36 +23,36 @@ def _move(
     threshold. Call inside a transaction.
 
     The UPDATE takes the tenant row's write lock first (PostgreSQL row lock, SQLite's
-    IMMEDIATE transaction), so concurrent movements serialise and balanceAfter is exact.
+    IMMEDIATE transaction) and returns the balance it wrote, so concurrent movements
+    serialise and balanceAfter is exact.
     """
     purchased = minutes if type == "purchase" else 0
     used = -minutes if type == "usage" else 0
-    move = (minutes, purchased, used, tenant_id)
-    entry = CreditTransaction(
+    moved = (
+        Tenant.update(
+            balance_minutes=Tenant.balance_minutes + minutes,
+            lifetime_purchased_minutes=Tenant.lifetime_purchased_minutes + purchased,
+            lifetime_used_minutes=Tenant.lifetime_used_minutes + used,
+        )
+        .where(Tenant.id == tenant_id)
+        .returning(Tenant.balance_minutes, Tenant.low_balance_threshold)
+        .tuples()
+        .execute()
+    )
+    row = next(iter(moved), None)
+    if row is None:
+        raise NotFound(f"Tenant {tenant_id} not found.")
+    balance, threshold = row
+    entry = CreditTransaction.create(
         id=new_id("ctx"),
         tenant=tenant_id,
         type=type,
         minutes=minutes,
-        balance_after=0,  # the balance the UPDATE leaves
+        balance_after=balance,
         call=call_id,
         description=description,
         idempotency_key=idempotency_key,
     )
-    if is_sqlite():
-        row = database.execute_sql(raw_sql(MOVE_SQL), move).fetchone()
-        if row is not None:
-            entry.balance_after = row[0]
-            insert_rows([entry])
-    else:
-        # One round trip, so the tenant row's lock is held only until COMMIT: the ledger
-        # INSERT reads the balance from the UPDATE in the same statement.
-        balance = {"balance_after": "balance_minutes"}
-        insert, params = insert_select_statement(entry, "moved", balance)
-        sql = f"WITH moved AS ({MOVE_SQL}), entry AS ({insert}) SELECT * FROM moved"
-        row = database.execute_sql(raw_sql(sql), (*move, *params)).fetchone()
-    if row is None:
-        raise NotFound(f"Tenant {tenant_id} not found.")
-    entry.balance_after, threshold = row
     return entry, threshold
 
 
@@ -87,7 +76,7 @@ def usage_minutes(talk_time_seconds: int) -> int:
 
 
 def charge_call(*, tenant_id: str, call_id: str, minutes: int) -> CreditTransaction | None:
-    """Charge a call's minutes once; call inside the queue.transaction() that ends the call.
+    """Charge a call's minutes once; call inside the transaction that ends the call.
 
     A zero-minute call writes no ledger entry. A charge that moves the balance from at or
     above the tenant's threshold to below it emits credits.low (once per crossing).

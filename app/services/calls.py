@@ -5,17 +5,16 @@ Steps that must happen once (answering, ending) are conditional UPDATEs on the s
 two processes reporting the same step at once change and charge the call exactly once.
 """
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import peewee as pw
 
-from app import metrics, queue
-from app.db import database, insert_rows, model_rows, raw_sql, select_rows
+from app import metrics
+from app.db import database
 from app.errors import Conflict, NotFound
-from app.models import Agent, Call, Function, Tenant
+from app.models import Agent, Call, Function, PhoneNumber, Tenant
 from app.services import billing, events
 from app.services.pages import Page, bounded_count
 from app.util import isoformat, new_id, utcnow
@@ -36,7 +35,7 @@ class StartedCall:
 
 @dataclass(frozen=True)
 class _Line:
-    """A provisioned number as a new call needs it, read in one query (NUMBER_SQL)."""
+    """A provisioned number as a new call needs it."""
 
     id: str
     tenant_id: str
@@ -46,78 +45,83 @@ class _Line:
     functions: list[dict[str, Any]]  # the answering agent's, by name
 
 
-# The lifecycle runs fixed SQL (see db.insert_rows): each runtime request runs a handful of
-# statements, and compiling peewee's queries cost more CPU than running them.
-
-# The number, the agent that answers it (an active number's active, undeleted agent) and
-# that agent's functions: one row per function, or one row without when it has none.
-NUMBER_SQL = (
-    "SELECT n.id, n.tenant_id, n.agent_id, a.id, a.system_prompt, a.voice_id, "
-    "a.greeting_text, a.language, a.escalation_number, a.tools_enabled, "
-    "a.max_call_duration_minutes, f.name, f.description, f.parameters "
-    "FROM phone_number n "
-    "LEFT JOIN agent a ON a.id = n.agent_id AND n.is_active AND a.is_active "
-    "AND a.deleted_at IS NULL "
-    'LEFT JOIN "function" f ON f.agent_id = a.id '
-    "WHERE n.display_number = ? ORDER BY f.name"
-)
-# Counts the call; the UPDATE takes the tenant row's lock, so the balance it returns is current.
-COUNT_CALL_SQL = (
-    "UPDATE tenant SET calls_count = calls_count + 1 WHERE id = ? RETURNING balance_minutes"
-)
-# A repeated providerCallId's call (the unique index of tenant_id, provider_call_id).
-PROVIDER_CALL_SQL = 'SELECT * FROM "call" WHERE tenant_id = ? AND provider_call_id = ?'
-
-
 def _line(did: str) -> _Line | None:
-    """The number did with its answering agent and functions, or None when nobody has it."""
-    rows = database.execute_sql(raw_sql(NUMBER_SQL), (did,)).fetchall()
+    """The number did with its answering agent and functions, or None when nobody has it.
+
+    One query: the number, the agent that answers it (an active number's active, undeleted
+    agent) and that agent's functions, a row per function (or one row without).
+    """
+    answers = (
+        (Agent.id == PhoneNumber.agent)
+        & PhoneNumber.is_active
+        & Agent.is_active
+        & Agent.deleted_at.is_null()
+    )
+    query = (
+        PhoneNumber.select(
+            PhoneNumber.id,
+            PhoneNumber.tenant,
+            PhoneNumber.agent,
+            Agent.id.alias("answering_id"),
+            Agent.system_prompt,
+            Agent.voice_id,
+            Agent.greeting_text,
+            Agent.language,
+            Agent.escalation_number,
+            Agent.tools_enabled,
+            Agent.max_call_duration_minutes,
+            Function.name,
+            Function.description,
+            Function.parameters,
+        )
+        .join(Agent, pw.JOIN.LEFT_OUTER, on=answers)
+        .join(Function, pw.JOIN.LEFT_OUTER, on=(Function.agent == Agent.id))
+        .where(PhoneNumber.display_number == did)
+        .order_by(Function.name)
+    )
+    rows = cast(list[dict[str, Any]], list(query.dicts()))
     if not rows:
         return None
-    number_id, tenant_id, assigned_id, agent_id, *agent_fields = rows[0][:11]
+    first = rows[0]
     agent = None
-    if agent_id is not None:
-        prompt, voice, greeting, language, escalation, tools, max_minutes = agent_fields
+    if first["answering_id"] is not None:
         agent = Agent(
-            id=agent_id,
-            system_prompt=prompt,
-            voice_id=voice,
-            greeting_text=greeting,
-            language=language,
-            escalation_number=escalation,
-            tools_enabled=Agent.tools_enabled.python_value(tools),
-            max_call_duration_minutes=max_minutes,
+            id=first["answering_id"],
+            system_prompt=first["system_prompt"],
+            voice_id=first["voice_id"],
+            greeting_text=first["greeting_text"],
+            language=first["language"],
+            escalation_number=first["escalation_number"],
+            tools_enabled=first["tools_enabled"],
+            max_call_duration_minutes=first["max_call_duration_minutes"],
         )
-    parameters = Function.parameters.python_value
     functions = [
-        {"name": name, "description": description, "parameters": parameters(schema)}
-        for *_, name, description, schema in rows
-        if name is not None
+        {"name": row["name"], "description": row["description"], "parameters": row["parameters"]}
+        for row in rows
+        if row["name"] is not None
     ]
-    return _Line(number_id, tenant_id, did, assigned_id, agent, functions)
+    return _Line(first["id"], first["tenant"], did, first["agent"], agent, functions)
 
 
 def _runtime_call(call_id: str) -> Call:
     """A call by id, for the runtime, which reports calls of every tenant."""
-    call = Call.find(call_id)
+    call = Call.get_or_none(Call.id == call_id)
     if call is None:
         raise NotFound(f"Call {call_id} not found.")
     return call
 
 
-def _update_if(call_id: str, condition: str, params: Sequence[Any], **values: Any) -> Call | None:
-    """UPDATE the call only where condition (SQL with ? for params) holds; the call as
-    changed, or None when it did not change.
+def _update_if(call_id: str, condition: pw.Expression, **values: Any) -> Call | None:
+    """UPDATE the call only where condition holds; the call as changed, or None when it did
+    not change.
 
     Inside a write transaction the returned row is the arbiter: of two processes making the
     same change at once, exactly one gets the changed row back (RETURNING).
     """
     values["updated_at"] = utcnow()
-    fields = Call._meta.fields  # type: ignore[attr-defined]
-    assignments = ", ".join(f'"{fields[name].column_name}" = ?' for name in values)
-    sql = f'UPDATE "call" SET {assignments} WHERE "id" = ? AND ({condition}) RETURNING *'
-    converted = [fields[name].db_value(value) for name, value in values.items()]
-    changed = model_rows(Call, sql, [*converted, call_id, *params])
+    changed = list(
+        Call.update(**values).where((Call.id == call_id) & condition).returning(Call).execute()
+    )
     if changed and "status" in values:
         metrics.CALLS.labels(values["status"]).inc()
     return changed[0] if changed else None
@@ -126,8 +130,9 @@ def _update_if(call_id: str, condition: str, params: Sequence[Any], **values: An
 def _by_provider_id(tenant_id: str, provider_call_id: str | None) -> Call | None:
     if provider_call_id is None:
         return None
-    rows = model_rows(Call, PROVIDER_CALL_SQL, [tenant_id, provider_call_id])
-    return rows[0] if rows else None
+    return Call.get_or_none(
+        (Call.tenant == tenant_id) & (Call.provider_call_id == provider_call_id)
+    )
 
 
 def _rejected(call: Call) -> bool:
@@ -183,8 +188,16 @@ def _record_call(
         occurred_at=now,
     )
     # Last, since the tenant row's lock is held until commit: concurrent calls of the tenant
-    # wait on it for as short a time as possible.
-    (balance,) = database.execute_sql(raw_sql(COUNT_CALL_SQL), (line.tenant_id,)).fetchone()
+    # wait on it for as short a time as possible. Counts the call; the UPDATE takes the
+    # tenant row's lock, so the balance it returns is current.
+    counted = (
+        Tenant.update(calls_count=Tenant.calls_count + 1)
+        .where(Tenant.id == line.tenant_id)
+        .returning(Tenant.balance_minutes)
+        .tuples()
+        .execute()
+    )
+    ((balance,),) = counted
     agent = line.agent
     rejection = "no_agent" if agent is None else ("no_credits" if balance <= 0 else None)
     # For an outbound call the business number is the caller and callerNumber the callee.
@@ -193,7 +206,7 @@ def _record_call(
         if direction == "inbound"
         else (line.display_number, caller_number)
     )
-    call = Call(
+    call = Call.create(
         id=call_id,
         tenant=line.tenant_id,
         phone_number=line.id,
@@ -219,7 +232,6 @@ def _record_call(
             else {}
         ),
     )
-    insert_rows([call])
     if rejection:
         events.emit(
             tenant_id=line.tenant_id, type="call.ended", data=_ended_data(call), occurred_at=now
@@ -245,7 +257,7 @@ def _session(agent: Agent, functions: list[Any], balance: int) -> dict[str, Any]
 
 def session_for(call: Call) -> dict[str, Any]:
     """What the runtime needs to run the call: the agent's configuration and time limit."""
-    agent = Agent.find(call.agent_id)
+    agent = Agent.get_or_none(Agent.id == call.agent_id)
     if agent is None:
         raise Conflict("The call has no agent.", code="no_agent", details={"callId": call.id})
     balance = Tenant.select(Tenant.balance_minutes).where(Tenant.id == call.tenant_id).scalar()
@@ -274,7 +286,7 @@ def start_call(
     call = _by_provider_id(line.tenant_id, provider_call_id)
     if call is None:
         try:
-            with queue.transaction():
+            with database.atomic():
                 call, balance = _record_call(
                     line=line,
                     caller_number=caller_number,
@@ -302,9 +314,9 @@ def start_call(
 
 def answer_call(*, call_id: str, answered_at: datetime | None = None) -> Call:
     """ringing → answered, emitting call.answered; a repeat for an answered call changes nothing."""
-    with queue.transaction():
+    with database.atomic():
         when = answered_at or utcnow()
-        call = _update_if(call_id, "status = ?", ["ringing"], status="answered", answered_at=when)
+        call = _update_if(call_id, Call.status == "ringing", status="answered", answered_at=when)
         if call is None:
             call = _runtime_call(call_id)  # NotFound when there is no such call
             if call.status != "answered":
@@ -347,7 +359,7 @@ def end_call(
 
     A repeat for a call already in that end status returns it unchanged and charges nothing.
     """
-    with queue.transaction():
+    with database.atomic():
         minutes = billing.usage_minutes(talk_time_seconds)
         values: dict[str, Any] = dict(
             status=status,
@@ -362,7 +374,7 @@ def end_call(
         if metadata:
             # Merged with what the call holds; only the one changing UPDATE writes it.
             values["metadata"] = {**_runtime_call(call_id).metadata, **metadata}
-        call = _update_if(call_id, "status IN (?, ?)", OPEN_STATUSES, **values)
+        call = _update_if(call_id, Call.status.in_(OPEN_STATUSES), **values)
         if call is None:
             call = _runtime_call(call_id)  # NotFound when there is no such call
             if call.status == status:
@@ -380,11 +392,10 @@ def end_call(
 
 def add_transcript(*, call_id: str, transcript_summary: str) -> Call:
     """Store the call's summary and emit call.transcript; the same text again changes nothing."""
-    with queue.transaction():
+    with database.atomic():
         call = _update_if(
             call_id,
-            "transcript_summary IS NULL OR transcript_summary <> ?",
-            [transcript_summary],
+            Call.transcript_summary.is_null() | (Call.transcript_summary != transcript_summary),
             transcript_summary=transcript_summary,
         )
         if call is None:
@@ -410,21 +421,24 @@ def get_call(*, tenant: Tenant, call_id: str) -> Call:
     return call
 
 
-# The list's columns, in CallSchema's order; the list reads nothing else.
+# The list reads CallSchema's columns only.
 LIST_COLUMNS = (
-    "id, phone_number_id, agent_id, caller_number, callee_number, direction, status, "
-    "started_at, ended_at, duration_seconds, talk_time_seconds, hangup_reason, "
-    "transcript_summary, ai_cost_idr, metadata"
+    Call.id,
+    Call.phone_number,
+    Call.agent,
+    Call.caller_number,
+    Call.callee_number,
+    Call.direction,
+    Call.status,
+    Call.started_at,
+    Call.ended_at,
+    Call.duration_seconds,
+    Call.talk_time_seconds,
+    Call.hangup_reason,
+    Call.transcript_summary,
+    Call.ai_cost_idr,
+    Call.metadata,
 )
-# Each filter's condition; every combination with tenant_id leads an index of the call table.
-LIST_FILTERS = {
-    "status": "status = ?",
-    "agent_id": "agent_id = ?",
-    "phone_number_id": "phone_number_id = ?",
-    "direction": "direction = ?",
-    "from_": "started_at >= ?",
-    "to": "started_at < ?",
-}
 
 
 def list_calls(
@@ -441,35 +455,30 @@ def list_calls(
 ) -> Page:
     """Calls newest first. Unfiltered, total is the maintained count; filtered, it is bounded.
 
-    Fixed SQL and plain rows (db.select_rows): building the query and 50 model instances
-    cost more CPU than the rest of the request.
+    Every combination of filters with the tenant leads an index of the call table.
     """
-    given = {
-        "status": status,
-        "agent_id": agent_id,
-        "phone_number_id": phone_number_id,
-        "direction": direction,
-        "from_": from_ and Call.started_at.db_value(from_),
-        "to": to and Call.started_at.db_value(to),
-    }
-    filters = {name: value for name, value in given.items() if value is not None}
-    where = " AND ".join(["tenant_id = ?", *(LIST_FILTERS[name] for name in filters)])
-    params = [tenant.id, *filters.values()]
-    rows = select_rows(
-        Call,
-        f"SELECT {LIST_COLUMNS} FROM call WHERE {where} "
-        "ORDER BY started_at DESC, id DESC LIMIT ? OFFSET ?",
-        [*params, limit + 1, offset],
+    condition = Call.tenant == tenant
+    filters = [
+        (status, Call.status == status),
+        (agent_id, Call.agent == agent_id),
+        (phone_number_id, Call.phone_number == phone_number_id),
+        (direction, Call.direction == direction),
+        (from_, Call.started_at >= from_),
+        (to, Call.started_at < to),
+    ]
+    filtered = False
+    for value, test in filters:
+        if value is not None:
+            condition &= test
+            filtered = True
+    query = Call.select(*LIST_COLUMNS).where(condition)
+    rows = list(
+        query.order_by(Call.started_at.desc(), Call.id.desc()).limit(limit + 1).offset(offset)
     )
-    if filters:
-        # A call's agent, number, direction and start never change: only its status does.
-        only_grows = "status" not in filters
-        total = bounded_count(f"SELECT 1 FROM call WHERE {where}", params, only_grows=only_grows)
+    if filtered:
+        total = bounded_count(query)
     else:
-        # The maintained count, read with fixed SQL: compiling the peewee query cost ten
-        # times more than running it.
-        sql = "SELECT calls_count FROM tenant WHERE id = ?"
-        total = select_rows(Tenant, sql, [tenant.id])[0].calls_count
+        total = Tenant.select(Tenant.calls_count).where(Tenant.id == tenant.id).scalar()
     return Page(
         items=rows[:limit], total=total, limit=limit, offset=offset, has_more=len(rows) > limit
     )

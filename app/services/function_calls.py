@@ -1,13 +1,12 @@
 """Function calls: the AI asks for a function mid-call, the service calls the tenant's endpoint
 and hands the JSON answer back to the voice runtime, always within 5.5 s.
 
-The web process checks the request and puts it on the functions queue; a worker sends the
-signed request (the endpoint gets at most 5 s, 1 s of it to connect), hands the outcome to
-the waiting web process through Redis, then records it (inline, without Redis, it records it
-and the web process reads the record). Nothing is written before the endpoint answers, so
-the caller waits on no database write. Each invocation is recorded exactly once, by
-whichever side gets there first (the worker with the answer, or the web process when the
-deadline passes: the primary key settles it), and is never retried once sent.
+The web process checks the request and runs it as a job on the functions queue, waiting for
+the job's return value (RQ's result); a worker sends the signed request (the endpoint gets
+at most 5 s, 1 s of it to connect), records the outcome and returns it. Nothing is written
+before the endpoint answers. Each invocation is recorded exactly once, by whichever side
+gets there first (the worker with the answer, or the web process when the deadline passes:
+the primary key settles it), and is never retried once sent.
 """
 
 import json
@@ -18,13 +17,13 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
+import peewee as pw
 from flask import current_app
-from redis import RedisError
 
-from app import metrics, outbound, queue
-from app.db import database, insert_rows, raw_sql
+from app import jobs, metrics, outbound, queue
+from app.db import database
 from app.errors import Conflict, NotFound
-from app.models import Function, FunctionInvocation
+from app.models import Call, Function, FunctionInvocation
 from app.services import events
 from app.services.functions import argument_errors
 from app.util import new_id, utcnow
@@ -37,8 +36,6 @@ ENDPOINT_BUDGET_S = 5.0  # what the tenant's endpoint gets, connecting included
 CONNECT_TIMEOUT_S = 1.0
 SEND_MARGIN_S = 0.1  # too little time left to be worth sending
 LATE_AFTER_S = 1.0  # a job starting later than this checks that its waiter still waits
-RESULT_KEY = "voiceagent:function-result:"
-RECORD_ATTEMPTS = 3  # the worker's tries at recording an outcome it has already handed over
 BODY_METHODS = ("POST", "PUT", "PATCH")
 ACTIVE_STATUSES = ("ringing", "answered")
 TIMEOUT_MESSAGE = "The function did not answer within 5 seconds."
@@ -111,24 +108,20 @@ def invoke(*, call_id: str, function_name: str, parameters: dict[str, Any]) -> O
     return outcome
 
 
-COUNT_SQL = 'UPDATE "call" SET "function_calls_count" = "function_calls_count" + 1 WHERE "id" = ?'
-FIND_SQL = (
-    'SELECT c."tenant_id", c."status", f."id", f."parameters" FROM "call" c '
-    'LEFT JOIN "function" f ON f."agent_id" = c."agent_id" AND f."name" = ? WHERE c."id" = ?'
-)
-
-
 def _find(call_id: str, function_name: str) -> tuple[str, str, str | None, Any] | None:
     """The call's tenant id and status, and the id and declared parameters of its agent's
-    function of that name (None, None when it has none); None when there is no such call.
-
-    One fixed statement, since it is on the caller's wait.
-    """
-    rows = database.execute_sql(raw_sql(FIND_SQL), (function_name, call_id)).fetchall()
-    if not rows:
-        return None
-    tenant_id, status, function_id, declared = rows[0]
-    return tenant_id, status, function_id, None if declared is None else json.loads(declared)
+    function of that name (None, None when it has none); None when there is no such call."""
+    return (
+        Call.select(Call.tenant, Call.status, Function.id, Function.parameters)
+        .join(
+            Function,
+            pw.JOIN.LEFT_OUTER,
+            on=(Function.agent == Call.agent) & (Function.name == function_name),
+        )
+        .where(Call.id == call_id)
+        .tuples()
+        .first()
+    )
 
 
 def _refusal(declared: Any, name: str, parameters: dict[str, Any]) -> Outcome | None:
@@ -146,7 +139,7 @@ def _refusal(declared: Any, name: str, parameters: dict[str, Any]) -> Outcome | 
 def _record(invocation: Invocation, outcome: Outcome, *, http_status: int | None) -> bool:
     """Store the invocation with its outcome and emit function.called, unless it is stored
     already (the other side got there first): False then."""
-    record = FunctionInvocation(
+    record = dict(
         id=invocation.id,
         tenant=invocation.tenant_id,
         call=invocation.call_id,
@@ -162,11 +155,13 @@ def _record(invocation: Invocation, outcome: Outcome, *, http_status: int | None
         created_at=datetime.fromtimestamp(invocation.started, UTC).replace(tzinfo=None),
         completed_at=utcnow(),
     )
-    # Fixed SQL (see db.insert_rows): a worker records every call while the next one waits.
-    with queue.transaction():
-        if not insert_rows([record], skip_existing=True):
+    with database.atomic():
+        inserted = FunctionInvocation.insert(**record).on_conflict_ignore().as_rowcount().execute()
+        if not inserted:
             return False
-        database.execute_sql(raw_sql(COUNT_SQL), [invocation.call_id])
+        Call.update(function_calls_count=Call.function_calls_count + 1).where(
+            Call.id == invocation.call_id
+        ).execute()
         events.emit(
             tenant_id=invocation.tenant_id,
             type="function.called",
@@ -181,19 +176,16 @@ def _record(invocation: Invocation, outcome: Outcome, *, http_status: int | None
 
 
 def _run_and_wait(invocation: Invocation) -> Outcome:
-    """Queue the job and wait for its outcome, or function_timeout once WAIT_S has passed."""
-    job = ("functions", "app.jobs.invoke_function", asdict(invocation))
-    if current_app.config["QUEUE_MODE"] == "rq":
-        answer = queue.enqueue_and_wait(
-            *job,
-            result_key=RESULT_KEY + invocation.id,
-            timeout=max(invocation.started + WAIT_S - time.time(), 0.01),
-        )
-        if answer is not None:
-            return Outcome(**json.loads(answer))
-    else:
-        queue.enqueue(*job)  # inline: the job runs here and records its outcome
-    record = FunctionInvocation.find(invocation.id)
+    """Run the job and wait for its outcome, or function_timeout once WAIT_S has passed."""
+    answer = queue.call(
+        "functions",
+        jobs.invoke_function,
+        asdict(invocation),
+        timeout=max(invocation.started + WAIT_S - time.time(), 0.01),
+    )
+    if answer is not None:
+        return Outcome(**answer)
+    record = FunctionInvocation.get_or_none(FunctionInvocation.id == invocation.id)
     if record is None:
         timeout = Outcome.failure("function_timeout", TIMEOUT_MESSAGE)
         if _record(invocation, timeout, http_status=None):
@@ -202,34 +194,37 @@ def _run_and_wait(invocation: Invocation) -> Outcome:
     return Outcome.of(record)
 
 
-def run(invocation: Invocation) -> None:
-    """The job: call the tenant's endpoint once, hand the outcome to the waiter, record it."""
+def run(invocation: Invocation) -> Outcome:
+    """The job: call the tenant's endpoint once, record the outcome and return it.
+
+    If the waiter timed out meanwhile, its function_timeout was recorded first and this
+    outcome is dropped, so the record always matches what the runtime was told.
+    """
     # The waiter waits WAIT_S, so a job that starts within LATE_AFTER_S of the request is
     # surely awaited; only a later one looks for the function_timeout the waiter records.
-    late = time.time() - invocation.started > LATE_AFTER_S
-    if late and FunctionInvocation.find(invocation.id) is not None:
-        return
-    function = Function.find(invocation.function_id)
+    if time.time() - invocation.started > LATE_AFTER_S:
+        recorded = FunctionInvocation.get_or_none(FunctionInvocation.id == invocation.id)
+        if recorded is not None:
+            return Outcome.of(recorded)
+    function = Function.get_or_none(Function.id == invocation.function_id)
+    status = None
     if function is None:
-        outcome, status = Outcome.failure("unknown_function", "The function was deleted."), None
+        outcome = Outcome.failure("unknown_function", "The function was deleted.")
         invocation = replace(invocation, function_id=None)
     elif invocation.endpoint_deadline - time.time() < SEND_MARGIN_S:
-        outcome, status = Outcome.failure("function_timeout", TIMEOUT_MESSAGE), None
+        outcome = Outcome.failure("function_timeout", TIMEOUT_MESSAGE)
     else:
-        outcome, status = _call_endpoint(function, invocation)
-    # The caller is waiting on the line: hand the answer over first, then record it. If the
-    # web process timed out meanwhile, its function_timeout is recorded first and this
-    # answer is dropped, so the record always matches what the runtime was told.
-    _publish(invocation.id, outcome)
-    for attempt in range(1, RECORD_ATTEMPTS + 1):
         try:
-            _record(invocation, outcome, http_status=status)
-            return
-        except Exception:
-            if attempt == RECORD_ATTEMPTS:
-                raise
-            log.warning("recording function call %s failed; trying again", invocation.id)
-            time.sleep(0.2 * attempt)
+            outcome, status = _call_endpoint(function, invocation)
+        except Exception as exc:  # anything else that goes wrong is this call's failure
+            log.exception("function call %s failed", invocation.id)
+            message = f"The request to the endpoint failed ({type(exc).__name__})."
+            outcome = Outcome.failure("function_unreachable", message)
+    try:
+        _record(invocation, outcome, http_status=status)
+    except Exception:  # the caller still gets its answer; the record is what is lost
+        log.exception("could not record function call %s", invocation.id)
+    return outcome
 
 
 def signed_request(
@@ -291,16 +286,3 @@ def _call_endpoint(function: Function, invocation: Invocation) -> tuple[Outcome,
             "function_invalid_response", "The endpoint must answer with a JSON object."
         ), response.status_code
     return Outcome(result=answer), response.status_code
-
-
-def _publish(invocation_id: str, outcome: Outcome) -> None:
-    if current_app.config["QUEUE_MODE"] != "rq":
-        return
-    key = RESULT_KEY + invocation_id
-    try:
-        pipe = queue.redis_connection().pipeline()
-        pipe.rpush(key, json.dumps({"result": outcome.result, "error": outcome.error}))
-        pipe.expire(key, 60)
-        pipe.execute()
-    except RedisError:
-        pass  # the waiter falls back to the database row

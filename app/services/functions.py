@@ -3,7 +3,8 @@
 import secrets
 from typing import Any, cast
 
-from app import outbound, queue
+from app import outbound
+from app.db import database
 from app.errors import Conflict, NotFound
 from app.models import Agent, Function, Tenant
 from app.services import agents as agent_service
@@ -36,7 +37,7 @@ def create_function(
 ) -> Function:
     """Define a function on one of the tenant's agents; names are unique per agent."""
     outbound.require_safe_url(fields["endpoint"], field="endpoint")
-    with queue.transaction():
+    with database.atomic():
         agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
         exists = Function.select().where(
             (Function.agent == agent) & (Function.name == fields["name"])
@@ -53,7 +54,7 @@ def create_function(
 
 
 def delete_function(*, tenant: Tenant, agent_id: str, name: str) -> None:
-    with queue.transaction():
+    with database.atomic():
         agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
         get_function(agent=agent, name=name).delete_instance()
 

@@ -5,7 +5,7 @@ import secrets
 import string
 from datetime import timedelta
 
-from app.db import database, model_rows
+from app.db import database
 from app.errors import NotFound
 from app.models import ApiKey, Tenant
 from app.util import new_id, utcnow
@@ -49,28 +49,24 @@ def revoke_key(*, key_id: str) -> ApiKey:
     return record
 
 
-AUTH_SQL = """
-SELECT t.*, k.id AS key_id, k.last_used_at AS key_last_used_at
-FROM api_key k JOIN tenant t ON t.id = k.tenant_id
-WHERE k.key_hash = ? AND k.revoked_at IS NULL
-"""
-
-
 def authenticate(*, key: str) -> Tenant | None:
-    """The tenant of the active key (with key_id set), or None. Touches lastUsedAt once a minute."""
+    """The tenant of the active key, or None. Touches the key's lastUsedAt once a minute."""
     if not key.startswith(KEY_PREFIX) or len(key) > 100:
         return None
-    found = model_rows(Tenant, AUTH_SQL, [hash_key(key)])
-    if not found:
+    record = (
+        ApiKey.select(ApiKey, Tenant)
+        .join(Tenant)
+        .where((ApiKey.key_hash == hash_key(key)) & ApiKey.revoked_at.is_null())
+        .first()
+    )
+    if record is None:
         return None
-    tenant = found[0]
-    last_used = ApiKey.last_used_at.python_value(tenant.key_last_used_at)
     now = utcnow()
-    if last_used is None or now - last_used >= LAST_USED_RESOLUTION:
+    if record.last_used_at is None or now - record.last_used_at >= LAST_USED_RESOLUTION:
         stale = now - LAST_USED_RESOLUTION
         with database.atomic():
             ApiKey.update(last_used_at=now).where(
-                (ApiKey.id == tenant.key_id)
+                (ApiKey.id == record.id)
                 & (ApiKey.last_used_at.is_null() | (ApiKey.last_used_at <= stale))
             ).execute()
-    return tenant
+    return record.tenant

@@ -2,7 +2,8 @@
 
 from typing import Any
 
-from app import outbound, queue
+from app import outbound
+from app.db import database
 from app.errors import Conflict, NotFound
 from app.models import Delivery, Event, Tenant, Webhook
 from app.services import deliveries
@@ -27,7 +28,7 @@ def get_webhook(*, tenant: Tenant, webhook_id: str) -> Webhook:
 
 def create_webhook(*, tenant: Tenant, url: str, events: list[str], secret: str) -> Webhook:
     outbound.require_safe_url(url, field="url")
-    with queue.transaction():
+    with database.atomic():
         return Webhook.create(id=new_id("wh"), tenant=tenant, url=url, events=events, secret=secret)
 
 
@@ -35,7 +36,7 @@ def update_webhook(*, tenant: Tenant, webhook_id: str, **fields: Any) -> Webhook
     """Change url, events, secret or isActive; re-enabling clears the reason and failure clock."""
     if "url" in fields:
         outbound.require_safe_url(fields["url"], field="url")
-    with queue.transaction():
+    with database.atomic():
         webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
         enable = fields.pop("is_active", None)
         for name, value in fields.items():
@@ -53,14 +54,14 @@ def update_webhook(*, tenant: Tenant, webhook_id: str, **fields: Any) -> Webhook
 
 def delete_webhook(*, tenant: Tenant, webhook_id: str) -> None:
     """Delete a webhook with its deliveries and their log."""
-    with queue.transaction():
+    with database.atomic():
         webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
         webhook.delete_instance(recursive=True)
 
 
 def send_test(*, tenant: Tenant, webhook_id: str) -> Delivery:
     """A signed webhook.test event for this webhook only, delivered like any other."""
-    with queue.transaction():
+    with database.atomic():
         webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
         if not webhook.is_active:
             raise Conflict("The webhook is disabled: enable it before sending a test event.")
@@ -70,7 +71,10 @@ def send_test(*, tenant: Tenant, webhook_id: str) -> Delivery:
             type=TEST_EVENT,
             data={"webhookId": webhook.id, "message": "A test event from the Voice Agent API."},
         )
-        delivery = Delivery.create(id=new_id("dlv"), tenant=tenant, webhook=webhook, event=event)
-        deliveries.defer_job(delivery.id)
+        job_id = deliveries.new_job_id()
+        delivery = Delivery.create(
+            id=new_id("dlv"), tenant=tenant, webhook=webhook, event=event, job_id=job_id
+        )
+        deliveries.defer_job(delivery.id, job_id)
     delivery.event = event
     return deliveries.with_attempts([delivery])[0]

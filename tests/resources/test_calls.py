@@ -167,25 +167,6 @@ def test_filtered_total_is_bounded(client, headers, runtime_headers, did, monkey
     assert listed(client, headers, "?status=ringing&limit=1")["pagination"]["hasMore"] is True
 
 
-def test_a_capped_total_of_a_growing_filter_is_remembered(
-    client, headers, runtime_headers, did, monkeypatch
-):
-    """A call's agent never changes, so once its calls reached the cap they stay there; a
-    status count can fall again, so it is always counted."""
-    calls_at(client, runtime_headers, did, *[datetime(2026, 5, 1)] * 4)
-    monkeypatch.setattr(pages, "COUNT_LIMIT", 3)
-    monkeypatch.setattr(pages, "_capped", {})
-    agent_id = Call.get().agent_id
-    by_agent, by_status = f"?agentId={agent_id}", "?status=ringing"
-    assert listed(client, headers, by_agent)["pagination"]["total"] == 3
-    assert listed(client, headers, by_status)["pagination"]["total"] == 3
-    Call.delete().execute()  # only to show which totals were counted again
-    assert listed(client, headers, by_agent)["pagination"]["total"] == 3
-    assert listed(client, headers, by_status)["pagination"]["total"] == 0
-    monkeypatch.setattr(pages, "REMEMBER_CAPPED_S", 0.0)
-    assert listed(client, headers, by_agent)["pagination"]["total"] == 0
-
-
 def test_filter_by_status(client, headers, runtime_headers, did):
     ended = whole_call(client, runtime_headers, did)
     ringing = start(client, runtime_headers, did).json["id"]

@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from app import queue
+from app import jobs, queue
+from app.db import database
 from app.models import Delivery, Webhook
 from app.services import events
 from app.util import utcnow
@@ -35,7 +36,7 @@ def private_urls_refused(app):
 
 
 def emit(tenant, type="call.ended"):
-    with queue.transaction():
+    with database.atomic():
         return events.emit(tenant_id=tenant.id, type=type, data={"callId": "call_1"})
 
 
@@ -224,7 +225,7 @@ def test_deliveries_log_lists_every_attempt(app, client, headers, tenant):
     with Receiver(lambda request: next(answers)) as receiver:
         created = client.post(API, json=body(url=receiver.url), headers=headers).json
         event = emit(tenant)
-        queue.resolve(queue.SWEEP_JOB)()
+        jobs.sweep_deliveries()
     response = client.get(f"{API}/{created['id']}/deliveries", headers=headers)
     assert response.status_code == 200
     [delivery] = response.json["deliveries"]

@@ -16,30 +16,13 @@ from app.models import Delivery
 from app.services import billing
 from app.services import webhooks as webhook_service
 from tests.call_flow import RUNTIME, answer, end, start
-from tests.conftest import using_postgres
 
 TABLE = re.compile(r'^(?:(UPDATE|INSERT) (?:INTO )?|(SELECT) .*? FROM )"?(\w+)', re.S)
-# PostgreSQL: BEGIN goes with a transaction's first statement, and statements that depend on
-# each other go as one (WITH inserted AS (INSERT ...) SELECT ...): one round trip each.
-BEGIN = "BEGIN;\n"
-WITH_PART = re.compile(r"(?:WITH |, )\w+ AS \(")
 
 
 def kind(sql: str) -> str:
-    """'SELECT phone_number', 'UPDATE call', ...: the verb and the first table named; a WITH
-    statement gives those of its parts, joined by ' + '."""
-    sql = sql.strip().removeprefix(BEGIN)
-    parts = []
-    while part := WITH_PART.match(sql):
-        depth, end = 1, part.end()
-        while depth:
-            depth += {"(": 1, ")": -1}.get(sql[end], 0)
-            end += 1
-        parts.append(sql[part.end() : end - 1])
-        sql = sql[end:].lstrip()
-    if parts:
-        return " + ".join(kind(part) for part in [*parts, sql])
-    match = TABLE.match(sql)
+    """'SELECT phone_number', 'UPDATE call', ...: the verb and the first table named."""
+    match = TABLE.match(sql.strip())
     assert match, sql
     verb = match.group(1) or match.group(2)
     return f"{verb} {match.group(3)}"
@@ -85,14 +68,8 @@ def run_lifecycle(client, headers, did, **start_fields) -> dict[str, list[str]]:
     return steps
 
 
-EVENT = (
-    ["INSERT event + SELECT webhook"] if using_postgres() else ["INSERT event", "SELECT webhook"]
-)
-CHARGE = (
-    ["UPDATE tenant + INSERT credit_transaction + SELECT moved"]
-    if using_postgres()
-    else ["UPDATE tenant", "INSERT credit_transaction"]
-)
+EVENT = ["INSERT event", "SELECT webhook"]
+CHARGE = ["UPDATE tenant", "INSERT credit_transaction"]
 LIFECYCLE = {
     "start": ["SELECT phone_number", *EVENT, "UPDATE tenant", "INSERT call"],
     "answered": ["UPDATE call", *EVENT],
@@ -101,10 +78,10 @@ LIFECYCLE = {
 }
 
 
-def test_a_call_lifecycle_runs_16_statements_11_on_postgresql(client, runtime_headers, did):
+def test_a_call_lifecycle_runs_16_statements(client, runtime_headers, did):
     steps = run_lifecycle(client, runtime_headers, did)
     assert steps == LIFECYCLE
-    assert sum(map(len, steps.values())) == (11 if using_postgres() else 16)
+    assert sum(map(len, steps.values())) == 16
 
 
 def test_a_subscribed_webhook_adds_one_insert_per_event(client, runtime_headers, tenant, did):

@@ -14,7 +14,8 @@ import pytest
 from playhouse.test_utils import count_queries
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 
-from app import jobs, queue
+from app import jobs, outbound
+from app.db import database
 from app.models import Delivery, DeliveryAttempt, Event, Webhook
 from app.services import deliveries, events
 from app.services import webhooks as webhook_service
@@ -31,7 +32,7 @@ def register(tenant, url, events=("call.ended",), secret=SECRET):
 
 
 def emit(tenant, type="call.ended", data=None):
-    with queue.transaction():
+    with database.atomic():
         return events.emit(
             tenant_id=tenant.id, type=type, data=data or {"callId": "call_1", "durationSeconds": 7}
         )
@@ -195,7 +196,7 @@ def test_eighth_failed_attempt_fails_the_delivery(tenant):
         delivery = only_delivery()
         Delivery.update(attempts=7).execute()
         make_due(delivery.id)
-        assert deliveries.attempt(delivery_id=delivery.id) == "failed"
+        assert deliveries.deliver(delivery_id=delivery.id) == "failed"
         assert receiver.requests[-1].headers["X-Service-Attempt"] == "8"
     delivery = only_delivery()
     assert delivery.status == "failed" and delivery.next_attempt_at is None
@@ -249,7 +250,7 @@ def test_claim_is_exclusive_until_the_lease_expires(app, tenant):
     assert deliveries.claim(delivery.id) is None
     Delivery.update(lease_until=utcnow() - timedelta(seconds=1)).execute()
     assert deliveries.claim(delivery.id) is not None
-    assert Delivery.get_by_id(delivery.id).attempts == 2
+    assert Delivery.get_by_id(delivery.id).attempts == 0  # claimed, never tried
 
 
 def test_claim_skips_deliveries_not_yet_due_or_settled(app, tenant):
@@ -257,113 +258,89 @@ def test_claim_skips_deliveries_not_yet_due_or_settled(app, tenant):
     later = new_delivery(tenant, webhook, next_attempt_at=utcnow() + timedelta(minutes=5))
     done = new_delivery(tenant, webhook, status="succeeded")
     assert deliveries.claim(later.id) is None and deliveries.claim(done.id) is None
-    assert deliveries.attempt(delivery_id=later.id) is None
+    assert deliveries.deliver(delivery_id=later.id) is None
 
 
-def test_claims_of_batches_never_overlap(app, tenant):
-    batch = due_deliveries(tenant, register(tenant, "http://127.0.0.1:9/"), 5)
-    first = deliveries.claim(limit=3)
-    second = deliveries.claim(batch[0].id, limit=3)  # taken already: the two left instead
-    assert len(first.ids) == 3 and len(second.ids) == 2
-    assert set(first.ids) | set(second.ids) == {d.id for d in batch}
-    assert deliveries.claim(limit=3) is None
-
-
-def test_job_sends_other_due_deliveries_with_its_own(app, tenant):
-    with Receiver() as receiver:
-        webhook = register(tenant, receiver.url)
-        batch = due_deliveries(tenant, webhook, 5)
-        later = new_delivery(tenant, webhook, next_attempt_at=utcnow() + timedelta(minutes=5))
-        [held] = due_deliveries(tenant, webhook, 1)
-        Delivery.update(lease_until=utcnow() + timedelta(minutes=1)).where(
-            Delivery.id == held.id
-        ).execute()
-        jobs.deliver_webhook(batch[2].id)
-        sent = [request.headers["X-Service-Delivery-Id"] for request in receiver.requests]
-        for delivery in batch:  # the jobs of the others find nothing left to do
-            jobs.deliver_webhook(delivery.id)
-        assert len(receiver.requests) == len(batch)
-    assert sent[0] == batch[2].id and sorted(sent) == sorted(d.id for d in batch)
-    assert {r.headers["X-Service-Attempt"] for r in receiver.requests} == {"1"}
-    rows = {d.id: (d.status, d.attempts, d.lease_until) for d in Delivery.select()}
-    assert all(rows[d.id] == ("succeeded", 1, None) for d in batch)
-    assert rows[later.id][:2] == rows[held.id][:2] == ("pending", 0)
-    log = [(a.delivery_id, a.number, a.status_code) for a in DeliveryAttempt.select()]
-    assert sorted(log) == sorted((d.id, 1, 200) for d in batch)
-
-
-def test_batch_costs_the_same_queries_whatever_its_size(app, tenant):
-    def queries_for(count):
-        with Receiver() as receiver:
-            batch = due_deliveries(tenant, register(tenant, receiver.url), count)
-            with count_queries() as counter:
-                deliveries.attempt(delivery_id=batch[0].id, batch_size=50)
-            assert len(receiver.requests) == count
-        return counter.count
-
-    assert queries_for(2) == queries_for(20)
-
-
-def test_job_takes_batch_after_batch_while_a_backlog_lasts(app, tenant, monkeypatch):
-    monkeypatch.setattr(deliveries, "BATCH_SIZE", 3)
-    with Receiver() as receiver:
-        batch = due_deliveries(tenant, register(tenant, receiver.url), 8)
-        jobs.deliver_webhook(batch[0].id)
-        assert len(receiver.requests) == 8
-    assert {d.status for d in Delivery.select()} == {"succeeded"}
-
-
-def test_batch_tries_a_failing_receiver_once_and_leaves_its_others_due(app, tenant):
-    with Receiver(lambda request: Answer(500 if request.path == "/down" else 200)) as receiver:
-        down = due_deliveries(tenant, register(tenant, receiver.url + "/down"), 3)
-        up = due_deliveries(tenant, register(tenant, receiver.url + "/up"), 3)
-        before = utcnow()
-        assert deliveries.attempt(delivery_id=down[0].id, batch_size=50) == "pending"
-        paths = [request.path for request in receiver.requests]
-    assert paths[0] == "/down" and sorted(paths) == ["/down"] + ["/up"] * 3
-    first = Delivery.get_by_id(down[0].id)
-    assert first.attempts == 1 and first.next_attempt_at > before + timedelta(seconds=3)
-    for delivery in down[1:]:  # released as they were: due, free, never attempted
-        row = Delivery.get_by_id(delivery.id)
-        assert (row.status, row.attempts, row.lease_until) == ("pending", 0, None)
-        assert row.next_attempt_at < before
-    assert {Delivery.get_by_id(d.id).status for d in up} == {"succeeded"}
-    assert DeliveryAttempt.select().count() == 4
-
-
-def test_gone_in_a_batch_fails_the_webhooks_other_deliveries_unsent(app, tenant):
-    with Receiver(lambda request: Answer(410)) as receiver:
-        webhook = register(tenant, receiver.url)
-        batch = due_deliveries(tenant, webhook, 4)
-        deliveries.attempt(delivery_id=batch[0].id, batch_size=50)
-        assert len(receiver.requests) == 1
-    assert not Webhook.get_by_id(webhook.id).is_active
-    assert {(d.status, d.lease_until) for d in Delivery.select()} == {("failed", None)}
-    assert [a.delivery_id for a in DeliveryAttempt.select()] == [batch[0].id]
-
-
-def test_batch_stops_sending_after_its_time_and_releases_the_rest(app, tenant, monkeypatch):
-    monkeypatch.setattr(deliveries, "BATCH_SECONDS", 0.3)
-    with Receiver(lambda request: Answer(delay=0.2)) as receiver:
-        batch = due_deliveries(tenant, register(tenant, receiver.url), 6)
-        statuses = deliveries.attempt_batch(batch[0].id, limit=50)
-        sent = {request.headers["X-Service-Delivery-Id"] for request in receiver.requests}
-    assert 1 <= len(sent) <= 3 and batch[0].id in sent
-    assert statuses == {d.id: "succeeded" if d.id in sent else None for d in batch}
-    for delivery in batch:
-        row = Delivery.get_by_id(delivery.id)
-        if delivery.id not in sent:
-            assert (row.status, row.attempts, row.lease_until) == ("pending", 0, None)
-
-
-def test_lease_that_covers_one_attempt_only_takes_one_delivery(app, tenant):
-    app.config["WEBHOOK_LEASE_SECONDS"] = 5  # an attempt may take 3 s + 10 s
+def test_a_job_sends_its_own_delivery_and_no_other(app, tenant):
     with Receiver() as receiver:
         batch = due_deliveries(tenant, register(tenant, receiver.url), 3)
-        jobs.deliver_webhook(batch[1].id)
+        assert jobs.deliver_webhook(batch[1].id) == "succeeded"
+        assert jobs.deliver_webhook(batch[1].id) is None  # a repeat finds it settled
         sent = [request.headers["X-Service-Delivery-Id"] for request in receiver.requests]
     assert sent == [batch[1].id]
-    assert [Delivery.get_by_id(d.id).attempts for d in batch] == [0, 1, 0]
+    rows = {d.id: (d.status, d.attempts) for d in Delivery.select()}
+    assert rows == {
+        batch[0].id: ("pending", 0),
+        batch[1].id: ("succeeded", 1),
+        batch[2].id: ("pending", 0),
+    }
+
+
+def test_a_delivery_whose_send_raises_is_its_failed_attempt_and_nobody_elses(
+    app, tenant, other_tenant, monkeypatch
+):
+    """Whatever goes wrong with one delivery is recorded as its own failed attempt; a second
+    tenant's delivery of the same moment arrives."""
+    send = outbound.Sender.send
+
+    def broken_for_one_receiver(self, method, url, **kwargs):
+        if url.endswith("/broken"):
+            raise RuntimeError("something nobody expected")
+        return send(self, method, url, **kwargs)
+
+    monkeypatch.setattr(outbound.Sender, "send", broken_for_one_receiver)
+    with Receiver() as receiver:
+        broken = register(tenant, receiver.url + "/broken")
+        working = register(other_tenant, receiver.url + "/working")
+        with database.atomic():  # both events in the same moment
+            events.emit(tenant_id=tenant.id, type="call.ended", data={"callId": "call_a"})
+            events.emit(tenant_id=other_tenant.id, type="call.ended", data={"callId": "call_b"})
+        assert [request.path for request in receiver.requests] == ["/working"]
+    failed = Delivery.get(Delivery.webhook == broken.id)
+    assert (failed.status, failed.attempts, failed.lease_until) == ("pending", 1, None)
+    assert failed.last_error == "The request could not be made (RuntimeError)."
+    assert failed.next_attempt_at > utcnow()  # retried on the schedule
+    [attempt] = DeliveryAttempt.select().where(DeliveryAttempt.delivery == failed.id)
+    assert (attempt.number, attempt.status_code) == (1, None)
+    assert Delivery.get(Delivery.webhook == working.id).status == "succeeded"
+
+
+def test_a_disabled_webhooks_delivery_fails_without_an_attempt(app, tenant):
+    with Receiver() as receiver:
+        webhook = register(tenant, receiver.url)
+        [delivery] = due_deliveries(tenant, webhook, 1)
+        Webhook.update(is_active=False).execute()
+        assert deliveries.deliver(delivery_id=delivery.id) == "failed"
+        assert receiver.requests == []
+    row = Delivery.get_by_id(delivery.id)
+    assert (row.status, row.attempts, row.last_error) == ("failed", 0, "The webhook is disabled.")
+    assert DeliveryAttempt.select().count() == 0
+
+
+def test_an_outcome_is_not_written_over_the_job_that_took_the_delivery_over(app, tenant):
+    """A failure comes back after the lease ran out and another job holds the delivery: that
+    job's outcome is the one that counts."""
+    with Receiver(lambda request: Answer(500)) as receiver:
+        [delivery] = due_deliveries(tenant, register(tenant, receiver.url), 1)
+        lease = deliveries.claim(delivery.id)
+        Delivery.update(lease_until=utcnow() - timedelta(seconds=1)).execute()
+        assert deliveries.claim(delivery.id) is not None  # another job takes it over
+        row = Delivery.get_by_id(delivery.id)
+        sent = deliveries.send(row)
+        assert deliveries.record(row, lease, sent) is None
+    assert Delivery.get_by_id(delivery.id).attempts == 0
+    assert DeliveryAttempt.select().count() == 0
+
+
+def test_a_delivery_costs_the_same_statements_every_time(app, tenant):
+    with Receiver() as receiver:
+        batch = due_deliveries(tenant, register(tenant, receiver.url), 2)
+        counts = []
+        for delivery in batch:
+            with count_queries() as counter:
+                deliveries.deliver(delivery_id=delivery.id)
+            counts.append(counter.count)
+    assert counts[0] == counts[1] <= 6
 
 
 def test_sweeper_sends_due_deliveries_and_skips_leased_ones(app, tenant):
@@ -380,58 +357,31 @@ def test_sweeper_sends_due_deliveries_and_skips_leased_ones(app, tenant):
     assert Delivery.get_by_id(leased.id).status == "pending"
 
 
-def test_sweeper_leaves_a_fresh_delivery_to_its_queued_job(app, tenant):
-    new_delivery(tenant, register(tenant, "http://127.0.0.1:9/"))
-    assert deliveries.sweep() == 0
-    app.config["WEBHOOK_LEASE_SECONDS"] = 0
-    assert deliveries.sweep() == 1
-
-
-def test_sweeper_enqueues_a_backlog_once_until_its_job_starts(app, tenant, redis_url, redis_client):
-    """A delivery whose job still waits is not enqueued again every lease period."""
-    from rq import Queue
-
-    app.config.update(QUEUE_MODE="rq", REDIS_URL=redis_url, WEBHOOK_LEASE_SECONDS=1)
-    webhook = register(tenant, "http://127.0.0.1:9/")
-    delivery = new_delivery(tenant, webhook, created_at=utcnow() - timedelta(minutes=2))
-    waiting = Queue("webhooks", connection=redis_client)
-    assert deliveries.sweep() == 1
-    time.sleep(1.1)  # a lease period later the job still waits: no duplicate
-    deliveries.sweep()
-    assert waiting.count == 1
-    waiting.remove(waiting.job_ids[0])  # a worker takes the job ...
-    deliveries.attempt(delivery_id=delivery.id)  # ... and runs it: refused, rescheduled
-    make_due(delivery.id)
-    Delivery.update(lease_until=None).where(Delivery.id == delivery.id).execute()
-    deliveries.sweep()
-    assert waiting.count == 1  # the retry is enqueued
-
-
-def test_a_batch_drops_the_waiting_jobs_of_the_deliveries_it_sent(
+def test_sweeper_enqueues_a_due_delivery_only_when_its_job_is_not_waiting(
     app, tenant, redis_url, redis_client
 ):
-    """A backlog sent in one batch leaves no job behind to run for nothing; a job a batch did
-    not send stays."""
+    """A job waiting in the queue is left to run; one that Redis lost, or one that started
+    and never took its delivery (its worker died), is replaced by a new one."""
     from rq import Queue
-    from rq.job import Job
+    from rq.job import Job, JobStatus
 
     app.config.update(QUEUE_MODE="rq", REDIS_URL=redis_url)
     waiting = Queue("webhooks", connection=redis_client)
     with Receiver() as receiver:
-        webhook = register(tenant, receiver.url)
-        with queue.transaction():
-            backlog = [delivery.id for delivery in due_deliveries(tenant, webhook, 5)]
-            for delivery_id in backlog:
-                deliveries.defer_job(delivery_id)
-        later = new_delivery(tenant, webhook, next_attempt_at=utcnow() + timedelta(hours=1))
-        queue.enqueue("webhooks", deliveries.JOB, later.id, job_id=deliveries.job_id(later.id))
-        assert waiting.count == 6
-        job = Job.fetch(waiting.job_ids[0], connection=redis_client)
-        waiting.remove(job)  # as a worker takes it
-        job.perform()  # the first job sends the whole backlog in one batch
-        assert len(receiver.requests) == 5
-    assert waiting.job_ids == [deliveries.job_id(later.id)]  # not due: not sent, still waits
-    assert not any(redis_client.exists(Job.key_for(deliveries.job_id(i))) for i in backlog[1:])
+        register(tenant, receiver.url)
+        emit(tenant)  # its job waits: no worker runs here
+    delivery = only_delivery()
+    assert waiting.job_ids == [delivery.job_id]
+    assert deliveries.sweep() == 0
+    waiting.empty()  # Redis lost the job
+    assert deliveries.sweep() == 1 and deliveries.sweep() == 0
+    replacement = only_delivery().job_id
+    assert replacement != delivery.job_id and waiting.job_ids == [replacement]
+    job = Job.fetch(replacement, connection=redis_client)
+    waiting.remove(job)  # a worker takes it and dies before claiming the delivery
+    job.set_status(JobStatus.STARTED)
+    assert deliveries.sweep() == 1
+    assert waiting.job_ids == [only_delivery().job_id] != [replacement]
 
 
 def test_emit_creates_one_delivery_per_active_subscribed_webhook(tenant, other_tenant):
@@ -449,7 +399,7 @@ def test_emit_creates_one_delivery_per_active_subscribed_webhook(tenant, other_t
 def test_rolled_back_event_sends_nothing(tenant):
     with Receiver() as receiver:
         register(tenant, receiver.url)
-        with pytest.raises(RuntimeError), queue.transaction():
+        with pytest.raises(RuntimeError), database.atomic():
             events.emit(tenant_id=tenant.id, type="call.ended", data={})
             raise RuntimeError("the change failed")
         assert receiver.requests == []

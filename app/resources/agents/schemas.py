@@ -2,7 +2,8 @@
 
 from marshmallow import fields, validate
 
-from app.resources.common import Schema, StrictBoolean, StrictInteger, Timestamp, unique_items
+from app.resources.common import Schema
+from app.resources.fields import StrictBoolean, StrictInteger, Timestamp, unique_items
 
 VOICES = ("Puck", "Charon", "Kore", "Fenrir", "Aoede")
 LANGUAGE = r"^[a-z]{2,3}(-[A-Z]{2})?$"

@@ -1,40 +1,10 @@
 """Call schemas: SPEC.md section 2's fields in camelCase; the list's query parameters."""
 
-from datetime import UTC, date, datetime
-from typing import Any
-
 from marshmallow import fields, validate
 
-from app.resources.common import PageArgsSchema, PaginationSchema, Schema, Timestamp
+from app.resources.common import PageArgsSchema, PaginationSchema, Schema
+from app.resources.fields import DateOrTimestamp, Timestamp
 from app.services.calls import DIRECTIONS, STATUSES
-
-
-class DateOrTimestamp(fields.String):
-    """An ISO 8601 date (00:00Z of that day) or timestamp (UTC when it has no offset)."""
-
-    default_error_messages = {"invalid": "Not an ISO 8601 date or timestamp."}
-
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("metadata", {})["anyOf"] = [
-            {"type": "string", "format": "date"},
-            {"type": "string", "format": "date-time"},
-        ]
-        super().__init__(**kwargs)
-
-    def _deserialize(  # type: ignore[override]  # a String on the wire, a datetime loaded
-        self, value: Any, attr: Any, data: Any, **kwargs: Any
-    ) -> datetime:
-        text = super()._deserialize(value, attr, data, **kwargs).strip().upper()
-        try:
-            if "T" not in text and " " not in text:
-                day = date.fromisoformat(text)
-                return datetime(day.year, day.month, day.day)
-            moment = datetime.fromisoformat(text)
-        except ValueError:
-            raise self.make_error("invalid") from None
-        if moment.tzinfo is not None:
-            moment = moment.astimezone(UTC).replace(tzinfo=None)
-        return moment
 
 
 class CallSchema(Schema):

@@ -2,7 +2,8 @@
 
 from marshmallow import fields, validate
 
-from app.resources.common import PageArgsSchema, PaginationSchema, Schema, Timestamp
+from app.resources.common import PageArgsSchema, PaginationSchema, Schema
+from app.resources.fields import Timestamp
 from app.services.billing import TRANSACTION_TYPES
 
 

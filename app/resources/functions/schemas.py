@@ -4,7 +4,8 @@ from typing import Any
 
 from marshmallow import ValidationError, fields, validate, validates_schema
 
-from app.resources.common import ReceiverUrl, Schema, Timestamp
+from app.resources.common import Schema
+from app.resources.fields import ReceiverUrl, Timestamp
 from app.services.functions import JSON_TYPES
 
 NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"

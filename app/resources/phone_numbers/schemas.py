@@ -2,7 +2,8 @@
 
 from marshmallow import fields
 
-from app.resources.common import Schema, Timestamp
+from app.resources.common import Schema
+from app.resources.fields import Timestamp
 
 
 class PhoneNumberSchema(Schema):

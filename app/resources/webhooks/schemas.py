@@ -2,15 +2,8 @@
 
 from marshmallow import fields, validate
 
-from app.resources.common import (
-    PageArgsSchema,
-    PaginationSchema,
-    ReceiverUrl,
-    Schema,
-    StrictBoolean,
-    Timestamp,
-    unique_items,
-)
+from app.resources.common import PageArgsSchema, PaginationSchema, Schema
+from app.resources.fields import ReceiverUrl, StrictBoolean, Timestamp, unique_items
 from app.services.deliveries import STATUSES
 from app.services.events import EVENT_TYPES
 

@@ -1,0 +1,102 @@
+"""Custom marshmallow fields of the API: timestamps, strict types, receiver URLs."""
+
+from datetime import UTC, date, datetime
+from typing import Any
+
+from marshmallow import ValidationError, fields, validate
+
+from app.util import isoformat
+
+
+class Timestamp(fields.DateTime):
+    """ISO 8601 UTC with milliseconds and Z, e.g. 2026-11-21T09:15:02.120Z."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("metadata", {}).setdefault(
+            "description",
+            "ISO 8601 UTC timestamp with milliseconds, e.g. 2026-11-21T09:15:02.120Z.",
+        )
+        super().__init__(**kwargs)
+
+    def _serialize(self, value: Any, attr: Any, obj: Any, **kwargs: Any) -> str | None:
+        return isoformat(value)
+
+
+class UtcDateTime(fields.AwareDateTime):
+    """An ISO 8601 timestamp in a request, UTC when it has no offset, loaded as naive UTC."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(default_timezone=UTC, **kwargs)
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> datetime:
+        moment = super()._deserialize(value, attr, data, **kwargs)
+        return moment.astimezone(UTC).replace(tzinfo=None)
+
+
+class StrictBoolean(fields.Boolean):
+    """Only JSON true and false (no "yes", 1 or "true")."""
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> bool:
+        if not isinstance(value, bool):
+            raise self.make_error("invalid")
+        return value
+
+
+def StrictInteger(**kwargs: Any) -> fields.Integer:  # noqa: N802 - reads like a field class
+    """An integer that must be a JSON integer (no "10", no 10.5)."""
+    return fields.Integer(strict=True, **kwargs)
+
+
+# The largest integer a request may carry where a 32-bit database column stores it.
+MAX_INT32 = 2**31 - 1
+
+# The receiver URLs the OpenAPI document promises to accept: ASCII, a host and an optional
+# port, path and query. app.outbound.check_url is the full rule (https only, and no private
+# host, unless ALLOW_PRIVATE_URLS is set).
+URL_PATTERN = r"^https?://[A-Za-z0-9._~%!$&'()*+,;=-]+(:[0-9]{1,4})?([/?#][!-~]*)?$"
+
+
+def ReceiverUrl(description: str, **kwargs: Any) -> fields.String:  # noqa: N802
+    """A URL the service will call (webhook url, function endpoint)."""
+    return fields.String(
+        validate=validate.Length(1, 2048),
+        metadata={
+            "description": description + " http:// and private hosts only where the server "
+            "allows them (development).",
+            "pattern": URL_PATTERN,
+        },
+        **kwargs,
+    )
+
+
+def unique_items(values: list[Any]) -> None:
+    if len(set(values)) != len(values):
+        raise ValidationError("Items must be unique.")
+
+
+class DateOrTimestamp(fields.String):
+    """An ISO 8601 date (00:00Z of that day) or timestamp (UTC when it has no offset)."""
+
+    default_error_messages = {"invalid": "Not an ISO 8601 date or timestamp."}
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("metadata", {})["anyOf"] = [
+            {"type": "string", "format": "date"},
+            {"type": "string", "format": "date-time"},
+        ]
+        super().__init__(**kwargs)
+
+    def _deserialize(  # type: ignore[override]  # a String on the wire, a datetime loaded
+        self, value: Any, attr: Any, data: Any, **kwargs: Any
+    ) -> datetime:
+        text = super()._deserialize(value, attr, data, **kwargs).strip().upper()
+        try:
+            if "T" not in text and " " not in text:
+                day = date.fromisoformat(text)
+                return datetime(day.year, day.month, day.day)
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            raise self.make_error("invalid") from None
+        if moment.tzinfo is not None:
+            moment = moment.astimezone(UTC).replace(tzinfo=None)
+        return moment
