@@ -20,6 +20,7 @@ from importlib import metadata
 from typing import Any
 from urllib.parse import urlsplit
 
+import idna
 import requests
 from requests.adapters import HTTPAdapter
 from urllib3 import HTTPConnectionPool, HTTPSConnectionPool, PoolManager, Timeout
@@ -28,6 +29,8 @@ from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConn
 
 MAX_URL_LENGTH = 2048
 MAX_RESPONSE_BYTES = 64 * 1024
+MAX_HOST_NAME_LENGTH = 253  # RFC 1035, written without the root's trailing dot
+MAX_LABEL_LENGTH = 63
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], list[str]]
@@ -73,7 +76,7 @@ class OutboundError(Exception):
 
 
 class UnsafeURL(OutboundError):
-    """The URL is not allowed: scheme, user info, length, or a blocked host."""
+    """The URL is not allowed: scheme, user info, length, an invalid host or a blocked one."""
 
 
 class BlockedAddress(UnsafeURL):
@@ -126,6 +129,30 @@ def is_ip_literal(host: str) -> bool:
     return True
 
 
+def host_name(host: str) -> str:
+    """The ASCII name DNS is asked for; UnsafeURL unless host is a valid host name.
+
+    A name with non-ASCII characters is encoded as requests encodes it before sending
+    (IDNA 2008 with UTS 46 mapping, by the idna package), an ASCII one is taken as it is, as
+    requests takes it. Either way each label has 1 to 63 characters and the name at most 253.
+    """
+    try:
+        name = host if host.isascii() else idna.encode(host, uts46=True).decode("ascii")
+    except idna.IDNAError as exc:
+        raise UnsafeURL(f"The URL's host is not a valid host name ({exc}).") from None
+    fqdn = name.removesuffix(".")
+    if len(fqdn) > MAX_HOST_NAME_LENGTH:
+        raise UnsafeURL(
+            f"The URL's host is not a valid host name (over {MAX_HOST_NAME_LENGTH} characters)."
+        )
+    if not all(0 < len(label) <= MAX_LABEL_LENGTH for label in fqdn.split(".")):
+        raise UnsafeURL(
+            "The URL's host is not a valid host name (a label is empty or over "
+            f"{MAX_LABEL_LENGTH} characters)."
+        )
+    return name
+
+
 def resolve(host: str, port: int) -> list[str]:
     """Every address the system resolver gives for host (IPv4 and IPv6)."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -153,12 +180,20 @@ class AddressGuard:
                 )
 
     def addresses(self, host: str, port: int) -> list[str]:
-        """The vetted addresses of host; raises BlockedAddress or socket.gaierror."""
+        """The vetted addresses of host; raises UnsafeURL (BlockedAddress) or socket.gaierror.
+
+        Whatever else resolving raises (the resolver's UnicodeError for a name it cannot
+        encode, a ValueError for an answer that is no address) is an UnsafeURL too, so the
+        sender reports it as an outbound error like any other.
+        """
         host = host.strip("[]")
-        found = [host] if is_ip_literal(host) else self.resolver(host, port)
-        if not found:
-            raise socket.gaierror(f"{host} has no address")
-        self.vet(host, found)
+        try:
+            found = [host] if is_ip_literal(host) else self.resolver(host_name(host), port)
+            if not found:
+                raise socket.gaierror(f"{host} has no address")
+            self.vet(host, found)
+        except ValueError as exc:
+            raise UnsafeURL(f"{host} cannot be resolved to an address: {exc}.") from exc
         return found
 
 
@@ -166,8 +201,10 @@ def check_url(url: str, *, allow_private: bool, resolve_host: bool = True) -> No
     """Raise UnsafeURL unless url may receive requests (also used when it is registered).
 
     https only (http too when private URLs are allowed), no user info, at most 2,048
-    characters, and a host that is not and does not resolve to a blocked address. A host that
-    does not resolve at all is accepted here: delivery checks it again on every attempt.
+    characters, and a host that is an IP address or a valid host name (host_name), whatever
+    the policy, and, unless private URLs are allowed, that is not and does not resolve to a
+    blocked address. A valid name that does not resolve at all is accepted here: delivery
+    checks it again on every attempt.
     """
     if len(url) > MAX_URL_LENGTH:
         raise UnsafeURL(f"The URL is longer than {MAX_URL_LENGTH} characters.")
@@ -185,16 +222,17 @@ def check_url(url: str, *, allow_private: bool, resolve_host: bool = True) -> No
         raise UnsafeURL("The URL must not contain a user name or password.")
     if not parts.hostname:
         raise UnsafeURL("The URL has no host.")
-    if allow_private:
-        return
     if is_ip_literal(parts.hostname):
-        AddressGuard().vet(parts.hostname, [parts.hostname])
-    elif resolve_host:
-        try:
-            addresses = resolve(parts.hostname, port or 443)
-        except (OSError, UnicodeError):
-            return
-        AddressGuard().vet(parts.hostname, addresses)
+        if not allow_private:
+            AddressGuard().vet(parts.hostname, [parts.hostname])
+        return
+    host_name(parts.hostname)  # under any policy: no request could ever be sent to it
+    if allow_private or not resolve_host:
+        return
+    try:
+        AddressGuard().addresses(parts.hostname, port or 443)
+    except OSError:
+        return  # the name does not resolve (yet)
 
 
 class _GuardedConnectionMixin:
