@@ -170,20 +170,27 @@ def test_sender_connects_to_the_vetted_address_and_keeps_the_host_name():
         assert request.headers["User-Agent"].startswith("VoiceAgentAPI/")
 
 
-def test_sender_keeps_the_connection_alive_and_guards_each_new_one():
-    looked_up = []
+def test_sender_vets_every_request_and_keeps_the_connection_alive(monkeypatch):
+    looked_up, connected = [], []
+    connect = socket.socket.connect
+
+    def counting_connect(sock, address):
+        connected.append(address)
+        return connect(sock, address)
 
     def resolver(host, port):
-        looked_up.append(host)  # the guard resolves and vets once per new connection
+        looked_up.append(host)
         return ["127.0.0.1"]
 
+    monkeypatch.setattr(socket.socket, "connect", counting_connect)
     answers = iter([Answer(), Answer(), Answer(headers={"Connection": "close"}), Answer()])
     with Receiver(lambda request: next(answers)) as receiver:
         sender = outbound.Sender(allow_private=True, resolver=resolver)
         url = f"http://hooks.example.com:{receiver.port}/in"
         for _ in range(4):
             assert sender.send("POST", url, body=b"{}", timeout=(3, 5)).status_code == 200
-    assert looked_up == ["hooks.example.com"] * 2  # three requests on one connection, then one
+    assert looked_up == ["hooks.example.com"] * 4  # resolved and vetted for every request
+    assert connected == [("127.0.0.1", receiver.port)] * 2  # three on one connection, then one
     assert outbound.sender(True) is outbound.sender(True)  # one per process and policy
 
 
