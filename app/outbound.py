@@ -266,6 +266,10 @@ class GuardedAdapter(HTTPAdapter):
         """The Host header names the URL's host, not the address the pool connects to."""
         request.headers["Host"] = urlsplit(request.url).netloc
 
+    def get_connection(self, url, proxies=None):  # type: ignore[no-untyped-def]
+        # requests' deprecated way to a pool, which skips the hook above: never taken.
+        raise OutboundError("Connections are only chosen through the address guard.")
+
     def proxy_manager_for(self, proxy, **proxy_kwargs):  # type: ignore[no-untyped-def]
         raise OutboundError("Outgoing requests never use a proxy.")
 

@@ -353,6 +353,12 @@ def test_tls_verifies_the_host_name_while_connecting_to_the_pinned_address(tls_c
             other.send("GET", f"https://other.example.com:{receiver.port}/", timeout=(3, 5))
 
 
+def test_guarded_adapter_has_no_way_to_a_pool_around_the_guard():
+    adapter = outbound.Sender(allow_private=False).session.get_adapter("https://a.test/")
+    with pytest.raises(outbound.OutboundError):
+        adapter.get_connection("https://a.test/")
+
+
 def test_sender_is_one_per_process_and_policy():
     assert outbound.sender(False) is outbound.sender(False)
     assert outbound.sender(True) is not outbound.sender(False)
