@@ -1,9 +1,10 @@
 """Outgoing HTTP to tenant URLs: SSRF guard on the connected address, timeouts, capped reads.
 
-Webhook deliveries and function calls both go through send(). The guard works where the
-socket is opened: the host is resolved, every address is vetted, and the connection is made
-to a vetted address, so a DNS answer that changes between a check and the connect cannot
-reach an internal host. TLS still verifies the certificate and sends SNI for the host name.
+Webhook deliveries and function calls both go through send(). The guard works where
+requests picks the connection for a request: the host is resolved, every address is vetted,
+and the request goes to a vetted address, so a DNS answer that changes between a check and
+the connect cannot reach an internal host. TLS still verifies the certificate and sends SNI
+for the host name.
 """
 
 from __future__ import annotations
@@ -20,14 +21,16 @@ from importlib import metadata
 from typing import Any
 from urllib.parse import urlsplit
 
+import idna
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3 import HTTPConnectionPool, HTTPSConnectionPool, PoolManager, Timeout
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+from urllib3 import Timeout
 
 MAX_URL_LENGTH = 2048
 MAX_RESPONSE_BYTES = 64 * 1024
+MAX_HOST_NAME_LENGTH = 253  # RFC 1035, written without the root's trailing dot
+MAX_LABEL_LENGTH = 63
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], list[str]]
@@ -73,7 +76,7 @@ class OutboundError(Exception):
 
 
 class UnsafeURL(OutboundError):
-    """The URL is not allowed: scheme, user info, length, or a blocked host."""
+    """The URL is not allowed: scheme, user info, length, an invalid host or a blocked one."""
 
 
 class BlockedAddress(UnsafeURL):
@@ -126,6 +129,30 @@ def is_ip_literal(host: str) -> bool:
     return True
 
 
+def host_name(host: str) -> str:
+    """The ASCII name DNS is asked for; UnsafeURL unless host is a valid host name.
+
+    A name with non-ASCII characters is encoded as requests encodes it before sending
+    (IDNA 2008 with UTS 46 mapping, by the idna package), an ASCII one is taken as it is, as
+    requests takes it. Either way each label has 1 to 63 characters and the name at most 253.
+    """
+    try:
+        name = host if host.isascii() else idna.encode(host, uts46=True).decode("ascii")
+    except idna.IDNAError as exc:
+        raise UnsafeURL(f"The URL's host is not a valid host name ({exc}).") from None
+    fqdn = name.removesuffix(".")
+    if len(fqdn) > MAX_HOST_NAME_LENGTH:
+        raise UnsafeURL(
+            f"The URL's host is not a valid host name (over {MAX_HOST_NAME_LENGTH} characters)."
+        )
+    if not all(0 < len(label) <= MAX_LABEL_LENGTH for label in fqdn.split(".")):
+        raise UnsafeURL(
+            "The URL's host is not a valid host name (a label is empty or over "
+            f"{MAX_LABEL_LENGTH} characters)."
+        )
+    return name
+
+
 def resolve(host: str, port: int) -> list[str]:
     """Every address the system resolver gives for host (IPv4 and IPv6)."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -153,12 +180,20 @@ class AddressGuard:
                 )
 
     def addresses(self, host: str, port: int) -> list[str]:
-        """The vetted addresses of host; raises BlockedAddress or socket.gaierror."""
+        """The vetted addresses of host; raises UnsafeURL (BlockedAddress) or socket.gaierror.
+
+        Whatever else resolving raises (the resolver's UnicodeError for a name it cannot
+        encode, a ValueError for an answer that is no address) is an UnsafeURL too, so the
+        sender reports it as an outbound error like any other.
+        """
         host = host.strip("[]")
-        found = [host] if is_ip_literal(host) else self.resolver(host, port)
-        if not found:
-            raise socket.gaierror(f"{host} has no address")
-        self.vet(host, found)
+        try:
+            found = [host] if is_ip_literal(host) else self.resolver(host_name(host), port)
+            if not found:
+                raise socket.gaierror(f"{host} has no address")
+            self.vet(host, found)
+        except ValueError as exc:
+            raise UnsafeURL(f"{host} cannot be resolved to an address: {exc}.") from exc
         return found
 
 
@@ -166,8 +201,10 @@ def check_url(url: str, *, allow_private: bool, resolve_host: bool = True) -> No
     """Raise UnsafeURL unless url may receive requests (also used when it is registered).
 
     https only (http too when private URLs are allowed), no user info, at most 2,048
-    characters, and a host that is not and does not resolve to a blocked address. A host that
-    does not resolve at all is accepted here: delivery checks it again on every attempt.
+    characters, and a host that is an IP address or a valid host name (host_name), whatever
+    the policy, and, unless private URLs are allowed, that is not and does not resolve to a
+    blocked address. A valid name that does not resolve at all is accepted here: delivery
+    checks it again on every attempt.
     """
     if len(url) > MAX_URL_LENGTH:
         raise UnsafeURL(f"The URL is longer than {MAX_URL_LENGTH} characters.")
@@ -185,122 +222,53 @@ def check_url(url: str, *, allow_private: bool, resolve_host: bool = True) -> No
         raise UnsafeURL("The URL must not contain a user name or password.")
     if not parts.hostname:
         raise UnsafeURL("The URL has no host.")
-    if allow_private:
-        return
     if is_ip_literal(parts.hostname):
-        AddressGuard().vet(parts.hostname, [parts.hostname])
-    elif resolve_host:
-        try:
-            addresses = resolve(parts.hostname, port or 443)
-        except (OSError, UnicodeError):
-            return
-        AddressGuard().vet(parts.hostname, addresses)
-
-
-class _GuardedConnectionMixin:
-    """Opens the socket to a vetted address of the host (urllib3's hook for making sockets)."""
-
-    guard: AddressGuard
-    _dns_host: str
-    port: int
-    timeout: Any
-    source_address: Any
-    socket_options: Any
-    host: str
-
-    def _new_conn(self) -> socket.socket:
-        try:
-            addresses = self.guard.addresses(self._dns_host, self.port)
-        except socket.gaierror as exc:
-            raise NameResolutionError(self.host, self, exc) from exc  # type: ignore[arg-type]
-        last_error: OSError | None = None
-        for address in addresses:
-            try:
-                return self._connect_to(address)
-            except TimeoutError as exc:
-                raise ConnectTimeoutError(
-                    self, f"Connection to {self.host} timed out. (connect timeout={self.timeout})"
-                ) from exc
-            except OSError as exc:
-                last_error = exc
-        raise NewConnectionError(
-            self,  # type: ignore[arg-type]
-            f"Failed to establish a new connection: {last_error}",
-        ) from last_error
-
-    def _connect_to(self, address: str) -> socket.socket:
-        family = socket.AF_INET6 if ":" in address else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            for option in self.socket_options or ():
-                sock.setsockopt(*option)
-            if isinstance(self.timeout, int | float):
-                sock.settimeout(self.timeout)
-            if self.source_address:
-                sock.bind(self.source_address)
-            sock.connect((address, self.port))
-        except BaseException:
-            sock.close()
-            raise
-        return sock
-
-
-class _GuardedHTTPConnection(_GuardedConnectionMixin, HTTPConnection):
-    pass
-
-
-class _GuardedHTTPSConnection(_GuardedConnectionMixin, HTTPSConnection):
-    pass
-
-
-class _GuardedPoolMixin:
-    """Hands the pool's guard to each connection it makes."""
-
-    guard: AddressGuard
-
-    def _new_conn(self):  # type: ignore[no-untyped-def]
-        conn = super()._new_conn()  # type: ignore[misc]
-        conn.guard = self.guard
-        return conn
-
-
-class _GuardedHTTPConnectionPool(_GuardedPoolMixin, HTTPConnectionPool):
-    ConnectionCls = _GuardedHTTPConnection
-
-
-class _GuardedHTTPSConnectionPool(_GuardedPoolMixin, HTTPSConnectionPool):
-    ConnectionCls = _GuardedHTTPSConnection
-
-
-class _GuardedPoolManager(PoolManager):
-    def __init__(self, guard: AddressGuard, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.guard = guard
-        self.pool_classes_by_scheme = {
-            "http": _GuardedHTTPConnectionPool,
-            "https": _GuardedHTTPSConnectionPool,
-        }
-
-    def _new_pool(self, scheme, host, port, request_context=None):  # type: ignore[no-untyped-def]
-        pool = super()._new_pool(scheme, host, port, request_context)
-        pool.guard = self.guard
-        return pool
+        if not allow_private:
+            AddressGuard().vet(parts.hostname, [parts.hostname])
+        return
+    host_name(parts.hostname)  # under any policy: no request could ever be sent to it
+    if allow_private or not resolve_host:
+        return
+    try:
+        AddressGuard().addresses(parts.hostname, port or 443)
+    except OSError:
+        return  # the name does not resolve (yet)
 
 
 class GuardedAdapter(HTTPAdapter):
-    """A requests adapter whose connections go only to addresses the guard accepts."""
+    """A requests adapter that sends each request to an address the guard vetted.
+
+    requests asks its adapter which connection pool a request goes to
+    (build_connection_pool_key_attributes, the hook it documents for changing that): here
+    the host is resolved, every address vetted, and the pool is the first address's, so an
+    answer that changes after the check is never connected to. The host name still names
+    the request (the Host header) and, over TLS, the server (SNI) and its certificate.
+    """
 
     def __init__(self, guard: AddressGuard) -> None:
         self.guard = guard
         super().__init__(max_retries=0, pool_maxsize=20)
 
-    def init_poolmanager(self, connections, maxsize, block=False, **pool_kwargs):  # type: ignore[no-untyped-def]
-        self._pool_connections = connections
-        self._pool_maxsize = maxsize
-        self._pool_block = block
-        self.poolmanager = _GuardedPoolManager(
-            self.guard, num_pools=connections, maxsize=maxsize, block=block, **pool_kwargs
+    def build_connection_pool_key_attributes(
+        self, request: requests.PreparedRequest, verify: Any, cert: Any = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        host_params, pool_kwargs = super().build_connection_pool_key_attributes(
+            request, verify, cert
         )
+        host, scheme = host_params["host"], host_params["scheme"]
+        address = self.guard.addresses(host, host_params["port"] or DEFAULT_PORTS[scheme])[0]
+        host_params["host"] = f"[{address}]" if ":" in address else address
+        if scheme == "https":
+            pool_kwargs["server_hostname"] = host  # SNI, and the name the certificate must match
+        return host_params, pool_kwargs
+
+    def add_headers(self, request: requests.PreparedRequest, **kwargs: Any) -> None:
+        """The Host header names the URL's host, not the address the pool connects to."""
+        request.headers["Host"] = urlsplit(request.url).netloc
+
+    def get_connection(self, url, proxies=None):  # type: ignore[no-untyped-def]
+        # requests' deprecated way to a pool, which skips the hook above: never taken.
+        raise OutboundError("Connections are only chosen through the address guard.")
 
     def proxy_manager_for(self, proxy, **proxy_kwargs):  # type: ignore[no-untyped-def]
         raise OutboundError("Outgoing requests never use a proxy.")
@@ -445,7 +413,7 @@ def _describe(exc: Exception, fallback: str) -> str:
     text = str(reason).strip()
     if "ssl" in type(reason).__name__.lower() or "certificate" in text.lower():
         return "TLS failed: " + text[:200]
-    if isinstance(reason, socket.gaierror | NameResolutionError):
+    if isinstance(reason, socket.gaierror):
         return "The host name could not be resolved."
     if isinstance(reason, ConnectionRefusedError):
         return "The connection was refused."

@@ -103,6 +103,55 @@ def test_check_url_refuses_a_name_that_resolves_to_a_private_address(monkeypatch
     outbound.check_url("https://hooks.example.com/in", allow_private=False)
 
 
+# Hosts no request can be sent to; names under .test never resolve anywhere.
+NOT_HOST_NAMES = [
+    "https://a..b/h",  # an empty label
+    "https://.hooks.test/h",
+    "https://" + "a" * 64 + ".test/h",  # a label over 63 characters
+    "https://" + ".".join(["a" * 63] * 4) + ".test/h",  # a name over 253 characters
+    "https://\u2603.test/h",  # U+2603 is not allowed in IDNA 2008
+    "https://a\u200db.test/h",  # a zero width joiner outside its context
+]
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Fail the test on any name lookup or connection attempt."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"network activity: {args}")
+
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+
+
+@pytest.mark.parametrize("allow_private", [False, True])
+@pytest.mark.parametrize("url", NOT_HOST_NAMES)
+def test_check_url_refuses_a_host_that_is_no_host_name(no_network, url, allow_private):
+    with pytest.raises(outbound.UnsafeURL, match="not a valid host name"):
+        outbound.check_url(url, allow_private=allow_private)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://hooks.example.test./in",  # the root's trailing dot
+        "https://" + "a" * 63 + ".test/in",
+        "https://" + ".".join(["a" * 63] * 3 + ["a" * 56]) + ".test/in",  # 253 characters
+        "https://b\u00fccher.test/in",  # encoded as xn--bcher-kva.test
+        "https://[2001:db8::1]:8443/in",
+        "http://127.0.0.1:5000/in",
+    ],
+)
+def test_check_url_admits_valid_host_names_and_ip_literals(no_network, url):
+    outbound.check_url(url, allow_private=True)
+
+
+def test_host_name_is_the_ascii_name_requests_sends():
+    assert outbound.host_name("b\u00fccher.test") == "xn--bcher-kva.test"
+    assert outbound.host_name("hooks.example.test.") == "hooks.example.test."
+
+
 def test_check_url_with_private_allowed_admits_http_and_loopback():
     outbound.check_url("http://127.0.0.1:5000/in", allow_private=True)
     with pytest.raises(outbound.UnsafeURL):
@@ -121,20 +170,27 @@ def test_sender_connects_to_the_vetted_address_and_keeps_the_host_name():
         assert request.headers["User-Agent"].startswith("VoiceAgentAPI/")
 
 
-def test_sender_keeps_the_connection_alive_and_guards_each_new_one():
-    looked_up = []
+def test_sender_vets_every_request_and_keeps_the_connection_alive(monkeypatch):
+    looked_up, connected = [], []
+    connect = socket.socket.connect
+
+    def counting_connect(sock, address):
+        connected.append(address)
+        return connect(sock, address)
 
     def resolver(host, port):
-        looked_up.append(host)  # the guard resolves and vets once per new connection
+        looked_up.append(host)
         return ["127.0.0.1"]
 
+    monkeypatch.setattr(socket.socket, "connect", counting_connect)
     answers = iter([Answer(), Answer(), Answer(headers={"Connection": "close"}), Answer()])
     with Receiver(lambda request: next(answers)) as receiver:
         sender = outbound.Sender(allow_private=True, resolver=resolver)
         url = f"http://hooks.example.com:{receiver.port}/in"
         for _ in range(4):
             assert sender.send("POST", url, body=b"{}", timeout=(3, 5)).status_code == 200
-    assert looked_up == ["hooks.example.com"] * 2  # three requests on one connection, then one
+    assert looked_up == ["hooks.example.com"] * 4  # resolved and vetted for every request
+    assert connected == [("127.0.0.1", receiver.port)] * 2  # three on one connection, then one
     assert outbound.sender(True) is outbound.sender(True)  # one per process and policy
 
 
@@ -150,6 +206,39 @@ def test_sender_refuses_when_any_resolved_address_is_blocked():
     sender = outbound.Sender(allow_private=False, resolver=fixed("93.184.216.34", "10.0.0.1"))
     with pytest.raises(outbound.BlockedAddress, match="10.0.0.1"):
         sender.send("POST", "https://hooks.example.com/in", timeout=(3, 5))
+
+
+@pytest.mark.parametrize("url", NOT_HOST_NAMES)
+def test_sender_refuses_a_host_that_is_no_host_name_before_any_lookup(no_network, url):
+    looked_up = []
+    sender = outbound.Sender(allow_private=True, resolver=lambda host, port: looked_up.append(host))
+    with pytest.raises(outbound.UnsafeURL, match="not a valid host name"):
+        sender.send("POST", url, body=b"{}", timeout=(3, 5))
+    assert looked_up == []
+
+
+def test_guard_refuses_a_host_that_is_no_host_name_without_resolving(no_network):
+    guard = outbound.AddressGuard(allow_private=True, resolver=fixed("127.0.0.1"))
+    with pytest.raises(outbound.UnsafeURL, match="not a valid host name"):
+        guard.addresses("a..b", 443)
+
+
+@pytest.mark.parametrize(
+    "error", [UnicodeError("label empty or too long"), ValueError("embedded null character")]
+)
+def test_sender_reports_a_resolver_error_as_an_outbound_error(error):
+    def resolver(host, port):
+        raise error
+
+    sender = outbound.Sender(allow_private=True, resolver=resolver)
+    with pytest.raises(outbound.UnsafeURL, match="cannot be resolved"):
+        sender.send("POST", "https://hooks.example.test/in", timeout=(3, 5))
+
+
+def test_sender_reports_an_answer_that_is_no_address_as_an_outbound_error():
+    sender = outbound.Sender(allow_private=False, resolver=fixed("not-an-address"))
+    with pytest.raises(outbound.UnsafeURL, match="cannot be resolved"):
+        sender.send("POST", "https://hooks.example.test/in", timeout=(3, 5))
 
 
 def test_sender_checks_the_answer_at_connect_time_not_before():
@@ -262,6 +351,12 @@ def test_tls_verifies_the_host_name_while_connecting_to_the_pinned_address(tls_c
         other = outbound.Sender(allow_private=True, resolver=fixed("127.0.0.1"), verify=str(cert))
         with pytest.raises(outbound.OutboundConnectionError, match="TLS"):
             other.send("GET", f"https://other.example.com:{receiver.port}/", timeout=(3, 5))
+
+
+def test_guarded_adapter_has_no_way_to_a_pool_around_the_guard():
+    adapter = outbound.Sender(allow_private=False).session.get_adapter("https://a.test/")
+    with pytest.raises(outbound.OutboundError):
+        adapter.get_connection("https://a.test/")
 
 
 def test_sender_is_one_per_process_and_policy():

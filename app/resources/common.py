@@ -33,15 +33,55 @@ def require_json_body() -> None:
         )
 
 
+RATE_LIMIT_HEADERS = {
+    "X-RateLimit-Limit": "Requests allowed per minute for your tenant (all keys together).",
+    "X-RateLimit-Remaining": "Requests left in the current one-minute window.",
+    "X-RateLimit-Reset": "Unix time (seconds) at which the current window ends.",
+}
+
+# The answers to a request body before its view reads it: bad JSON (webargs), over
+# MAX_CONTENT_LENGTH (werkzeug), not JSON (require_json_body). flask-smorest documents 422.
+BODY_ERRORS = (
+    (400, "BAD_REQUEST"),
+    (413, "REQUEST_ENTITY_TOO_LARGE"),
+    (415, "UNSUPPORTED_MEDIA_TYPE"),
+)
+
+
 class GuardedBlueprint(Blueprint):
-    """A blueprint whose requests pass the input guards: JSON bodies only, bounded, no NUL."""
+    """A blueprint whose requests pass the input guards: JSON bodies only, bounded, no NUL.
+
+    The answers of those guards and of the authentication hook are documented on every
+    operation by a doc callback (flask-smorest's hook for a blueprint's own documentation);
+    a view documents its own errors with alt_response (404 for an id in its path).
+    """
 
     ARGUMENTS_PARSER = ArgumentsParser()
+    SECURITY_SCHEME: str
+    # The errors the hooks around every view may answer: (status, response component).
+    GUARD_ERRORS: tuple[tuple[int, str], ...] = ((401, "UNAUTHORIZED"),)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.before_request(require_json_body)
         self.before_request(refuse_nul_characters)
+        self._prepare_doc_cbks.append(self._prepare_guard_doc)
+
+    def _prepare_guard_doc(
+        self, doc: dict[str, Any], doc_info: dict[str, Any], *, method: str, **kwargs: Any
+    ) -> dict[str, Any]:
+        """Document the security scheme and the errors the hooks around the view answer."""
+        doc["security"] = [{self.SECURITY_SCHEME: []}]
+        errors = list(self.GUARD_ERRORS)
+        if method.upper() in BODY_METHODS:
+            # Any body sent must be JSON (require_json_body), even where none is read.
+            errors.extend(BODY_ERRORS if "requestBody" in doc else BODY_ERRORS[-1:])
+        responses = doc.setdefault("responses", {})
+        documented = {str(status) for status in responses}
+        for status, name in errors:
+            if str(status) not in documented:
+                responses[status] = name
+        return doc
 
 
 class TenantBlueprint(GuardedBlueprint):
@@ -53,12 +93,28 @@ class TenantBlueprint(GuardedBlueprint):
 
     authenticate = staticmethod(require_api_key)
     rate_limited = True
+    SECURITY_SCHEME = "ApiKeyAuth"
+    GUARD_ERRORS = ((401, "UNAUTHORIZED"), (429, "RATE_LIMITED"))
+
+    def _prepare_guard_doc(
+        self, doc: dict[str, Any], doc_info: dict[str, Any], **kwargs: Any
+    ) -> dict[str, Any]:
+        """Also the rate-limit headers every answer of a view carries."""
+        doc = super()._prepare_guard_doc(doc, doc_info, **kwargs)
+        for response in doc["responses"].values():
+            if isinstance(response, dict):  # not a reference to a shared error response
+                response["headers"] = {
+                    name: {"$ref": f"#/components/headers/{name}"} for name in RATE_LIMIT_HEADERS
+                }
+        return doc
 
 
 class RuntimeBlueprint(GuardedBlueprint):
     """A blueprint of the runtime API (/internal/v1): every request needs the runtime token."""
 
     authenticate = staticmethod(require_runtime_token)
+    SECURITY_SCHEME = "RuntimeToken"
+    GUARD_ERRORS = ((401, "UNAUTHORIZED"), (503, "SERVICE_UNAVAILABLE"))
 
 
 class Schema(ma.Schema):

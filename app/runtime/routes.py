@@ -60,6 +60,7 @@ class RuntimeCallAnswered(MethodView):
     @blp.arguments(CallAnsweredSchema())
     @blp.response(200, CallDetailSchema)
     @blp.alt_response(409, schema=ErrorSchema, description=ILLEGAL)
+    @blp.alt_response(404, response="NOT_FOUND")
     def post(self, fields, call_id):
         """Report that the agent answered
 
@@ -73,6 +74,7 @@ class RuntimeCallAnswered(MethodView):
 class RuntimeCallTranscript(MethodView):
     @blp.arguments(TranscriptSchema())
     @blp.response(200, CallDetailSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
     def post(self, fields, call_id):
         """Report the call's transcript summary
 
@@ -86,6 +88,7 @@ class RuntimeCallEnded(MethodView):
     @blp.arguments(CallEndSchema())
     @blp.response(200, CallDetailSchema)
     @blp.alt_response(409, schema=ErrorSchema, description=ILLEGAL)
+    @blp.alt_response(404, response="NOT_FOUND")
     def post(self, fields, call_id):
         """Report that the call ended
 
@@ -103,6 +106,7 @@ class RuntimeFunctionCalls(MethodView):
     @blp.alt_response(
         409, schema=ErrorSchema, description="call_not_active: the call has already ended."
     )
+    @blp.alt_response(404, response="NOT_FOUND")
     def post(self, fields, call_id):
         """Run one of the agent's functions
 

@@ -166,3 +166,13 @@ def test_endpoint_must_be_a_public_https_url(app, client, headers, agent_id, end
         create(client, headers, agent_id, endpoint=endpoint), 422, "validation_error"
     )
     assert list(error["details"]) == ["endpoint"]
+
+
+@pytest.mark.parametrize("allow_private", [True, False])
+def test_endpoint_must_have_a_valid_host_name(app, client, headers, agent_id, allow_private):
+    app.config["ALLOW_PRIVATE_URLS"] = allow_private
+    response = create(client, headers, agent_id, endpoint="https://a..b/orders")
+    error = assert_error(response, 422, "validation_error")
+    assert list(error["details"]) == ["endpoint"]
+    assert "not a valid host name" in error["details"]["endpoint"][0]
+    assert Function.select().count() == 0

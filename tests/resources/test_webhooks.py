@@ -155,6 +155,17 @@ def test_create_refuses_a_host_resolving_to_a_private_address(
     assert ok.status_code == 201
 
 
+@pytest.mark.parametrize("allow_private", [True, False])
+def test_create_refuses_a_host_that_is_no_host_name(app, client, headers, allow_private):
+    app.config["ALLOW_PRIVATE_URLS"] = allow_private
+    response = client.post(API, json=body(url="https://a..b/h"), headers=headers)
+    error = assert_error(response, 422, "validation_error")
+    assert error["message"] == "Invalid value for url."
+    assert list(error["details"]) == ["url"]
+    assert "not a valid host name" in error["details"]["url"][0]
+    assert Webhook.select().count() == 0
+
+
 def test_create_with_private_urls_allowed_accepts_local_http(client, headers):
     response = client.post(API, json=body(url="http://127.0.0.1:8080/in"), headers=headers)
     assert response.status_code == 201

@@ -12,7 +12,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from app.models import Event, FunctionInvocation
+from app.models import Event, Function, FunctionInvocation
 from tests.call_flow import RUNTIME, answer, end, start
 from tests.helpers import assert_error
 from tests.receiver import Answer, Receiver
@@ -219,6 +219,20 @@ def test_private_endpoint_is_unreachable_when_private_urls_are_off(
     app.config["ALLOW_PRIVATE_URLS"] = False
     response = invoke(client, runtime_headers, call_id, orderId="A")
     assert response.json["error"]["code"] == "function_unreachable"
+    assert endpoint.requests == []
+
+
+def test_stored_endpoint_with_no_host_name_is_unreachable_at_once(
+    client, headers, runtime_headers, agent_id, call_id, endpoint
+):
+    define(client, headers, agent_id, endpoint.url + "/orders")
+    # Written directly: registration refuses this URL (tests/resources/test_functions.py).
+    Function.update(endpoint="https://a..b/x").execute()
+    started = time.monotonic()
+    response = invoke(client, runtime_headers, call_id, orderId="A")
+    assert time.monotonic() - started < 1
+    assert response.json["error"]["code"] == "function_unreachable"
+    assert "not a valid host name" in response.json["error"]["message"]
     assert endpoint.requests == []
 
 

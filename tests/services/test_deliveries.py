@@ -441,6 +441,18 @@ def test_delivery_refuses_blocked_addresses(tenant, private_urls_refused, url):
     assert "private or reserved" in attempt.error or "https://" in attempt.error
 
 
+def test_delivery_to_a_host_that_is_no_host_name_is_a_failed_attempt(tenant):
+    # Written directly: registration refuses this URL (tests/resources/test_webhooks.py).
+    Webhook.create(
+        id=new_id("wh"), tenant=tenant, url="https://a..b/h", events=["call.ended"], secret=SECRET
+    )
+    emit(tenant)
+    delivery = only_delivery()
+    assert (delivery.status, delivery.attempts, delivery.last_status_code) == ("pending", 1, None)
+    [attempt] = DeliveryAttempt.select()
+    assert attempt.status_code is None and "not a valid host name" in attempt.error
+
+
 def test_delivery_refuses_a_name_that_now_resolves_to_a_private_address(
     tenant, private_urls_refused, monkeypatch
 ):

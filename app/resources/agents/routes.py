@@ -34,17 +34,20 @@ class Agents(MethodView):
 @blp.route("/<agent_id>")
 class AgentsById(MethodView):
     @blp.response(200, AgentSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
     def get(self, agent_id):
         """Get an agent"""
         return agent_service.get_agent(tenant=current_tenant(), agent_id=agent_id)
 
     @blp.arguments(AgentUpdateSchema(partial=True))
     @blp.response(200, AgentSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
     def patch(self, fields, agent_id):
         """Update an agent"""
         return agent_service.update_agent(tenant=current_tenant(), agent_id=agent_id, **fields)
 
     @blp.response(204)
+    @blp.alt_response(404, response="NOT_FOUND")
     def delete(self, agent_id):
         """Delete an agent"""
         agent_service.delete_agent(tenant=current_tenant(), agent_id=agent_id)

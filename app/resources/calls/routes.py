@@ -32,6 +32,7 @@ class Calls(MethodView):
 @blp.route("/<call_id>")
 class CallsById(MethodView):
     @blp.response(200, CallDetailSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
     def get(self, call_id):
         """Get a call"""
         return call_service.get_call(tenant=current_tenant(), call_id=call_id)

@@ -116,7 +116,12 @@ class FunctionSchema(Schema):
         validate=validate.Length(1, 2000),
         metadata={"description": "Tells the AI what the function does."},
     )
-    endpoint = ReceiverUrl("Your https URL that the service calls.", required=True)
+    endpoint = ReceiverUrl(
+        "Your https URL that the service calls: at most 2,048 characters, no user info, a host "
+        "that is an IP address or a valid host name (labels of 1 to 63 characters, 253 in "
+        "all), not a private or loopback one.",
+        required=True,
+    )
     method = fields.String(
         load_default="POST",
         validate=validate.OneOf(METHODS),

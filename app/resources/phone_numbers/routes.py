@@ -31,6 +31,7 @@ class PhoneNumbers(MethodView):
 class AssignAgent(MethodView):
     @blp.arguments(AssignAgentSchema)
     @blp.response(200, PhoneNumberSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
     def post(self, fields, number_id):
         """Assign an agent to a phone number"""
         return number_service.assign_agent(

@@ -44,12 +44,14 @@ class Webhooks(MethodView):
 @blp.route("/<webhook_id>")
 class WebhooksById(MethodView):
     @blp.response(200, WebhookSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
     def get(self, webhook_id):
         """Get a webhook"""
         return webhook_service.get_webhook(tenant=current_tenant(), webhook_id=webhook_id)
 
     @blp.arguments(WebhookUpdateSchema(partial=True))
     @blp.response(200, WebhookSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
     def patch(self, fields, webhook_id):
         """Update a webhook"""
         return webhook_service.update_webhook(
@@ -57,6 +59,7 @@ class WebhooksById(MethodView):
         )
 
     @blp.response(204)
+    @blp.alt_response(404, response="NOT_FOUND")
     def delete(self, webhook_id):
         """Delete a webhook and its delivery log"""
         webhook_service.delete_webhook(tenant=current_tenant(), webhook_id=webhook_id)
@@ -66,6 +69,7 @@ class WebhooksById(MethodView):
 class WebhookDeliveries(MethodView):
     @blp.arguments(DeliveryQueryArgsSchema, location="query")
     @blp.response(200, DeliveryListSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
     def get(self, args, webhook_id):
         """List a webhook's deliveries, newest first, with every attempt"""
         webhook = webhook_service.get_webhook(tenant=current_tenant(), webhook_id=webhook_id)
@@ -77,6 +81,7 @@ class WebhookDeliveries(MethodView):
 class WebhookTest(MethodView):
     @blp.response(202, DeliverySchema)
     @blp.alt_response(409, schema=ErrorSchema, description=DISABLED)
+    @blp.alt_response(404, response="NOT_FOUND")
     def post(self, webhook_id):
         """Send a signed webhook.test event to this webhook only"""
         return webhook_service.send_test(tenant=current_tenant(), webhook_id=webhook_id)
@@ -86,6 +91,7 @@ class WebhookTest(MethodView):
 class DeliveryRetry(MethodView):
     @blp.response(202, DeliverySchema)
     @blp.alt_response(409, schema=ErrorSchema, description=DISABLED)
+    @blp.alt_response(404, response="NOT_FOUND")
     def post(self, delivery_id):
         """Send a delivery again now"""
         delivery = delivery_service.retry(tenant=current_tenant(), delivery_id=delivery_id)

@@ -11,8 +11,9 @@ from app.services.events import EVENT_TYPES
 class WebhookSchema(Schema):
     id = fields.String(dump_only=True, metadata={"description": "wh_…"})
     url = ReceiverUrl(
-        "Receiver address: https, at most 2,048 characters, no user info, "
-        "not a private or loopback host.",
+        "Receiver address: https, at most 2,048 characters, no user info, a host that is an "
+        "IP address or a valid host name (labels of 1 to 63 characters, 253 in all), not a "
+        "private or loopback one.",
         required=True,
     )
     events = fields.List(
