@@ -12,7 +12,7 @@ from flask.sessions import SessionInterface, SessionMixin
 
 from app import auth, db, errors, logs, metrics, queue, ratelimit
 from app import config as default_config
-from app.encoding import FastJSONProvider
+from app.encoding import OrjsonProvider
 from app.extensions import api
 from app.util import new_id
 
@@ -67,7 +67,7 @@ class App(Flask):
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the app: defaults, then instance/config.py, then environment, then test_config."""
     app = App(__name__, instance_relative_config=True, static_folder=None)
-    app.json = FastJSONProvider(app)
+    app.json = OrjsonProvider(app)
     app.config.from_object(default_config)
     app.config.from_pyfile("config.py", silent=True)
     load_environment(app.config)
