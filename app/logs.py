@@ -76,12 +76,25 @@ def configure(log_format: str, level: str) -> None:
     logging.getLogger("peewee_migrate").setLevel(logging.WARNING)
 
 
-def _stop_listener() -> None:
-    """At exit: the listener writes every line still queued, then stops."""
-    global _listener
-    if _listener is not None:
-        _listener.stop()
-        _listener = None
+def _write_directly() -> None:
+    """Replace the QueueHandler with a StreamHandler that writes each line at once."""
+    global _handler, _listener, _writer
+    if _handler is None or _listener is None:
+        return
+    root = logging.getLogger()
+    root.removeHandler(_handler)
+    direct = logging.StreamHandler(sys.stderr)
+    direct.setFormatter(_handler.formatter)
+    root.addHandler(direct)
+    _handler, _listener, _writer = direct, None, None
+
+
+def _at_exit() -> None:
+    """Lines logged from now on are written at once; the listener writes those still queued."""
+    listener = _listener
+    _write_directly()
+    if listener is not None:
+        listener.stop()
 
 
 def _before_fork() -> None:
@@ -95,25 +108,12 @@ def _after_fork_in_parent() -> None:
         _writer.release()
 
 
-def _after_fork_in_child() -> None:
-    """A forked child has no listener thread, and may end with os._exit (RQ's work horse and
-    worker pool do), which runs no exit hook: it writes its lines itself, at once."""
-    global _handler, _listener, _writer
-    if _handler is None or _listener is None:
-        return
-    root = logging.getLogger()
-    root.removeHandler(_handler)
-    direct = logging.StreamHandler(sys.stderr)
-    direct.setFormatter(_handler.formatter)
-    root.addHandler(direct)
-    _handler, _listener, _writer = direct, None, None  # the parent's queued lines stay its own
-
-
-atexit.register(_stop_listener)
+# A forked child has no listener thread, and may end with os._exit (RQ's work horse and worker
+# pool do), which runs no exit hook: it writes its lines itself, at once. The parent's lines
+# still queued are the parent's to write.
+atexit.register(_at_exit)
 os.register_at_fork(
-    before=_before_fork,
-    after_in_parent=_after_fork_in_parent,
-    after_in_child=_after_fork_in_child,
+    before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_write_directly
 )
 
 
