@@ -2,17 +2,13 @@
 
 import os
 import time
-from collections.abc import Callable
-from inspect import CO_COROUTINE
-from types import FunctionType, MethodType
 from typing import Any
 
-from flask import Flask, Request, g
-from flask.sessions import SessionInterface, SessionMixin
+from flask import Flask, g
 
 from app import auth, db, errors, logs, metrics, queue, ratelimit
 from app import config as default_config
-from app.encoding import FastJSONProvider
+from app.encoding import OrjsonProvider
 from app.extensions import api
 from app.util import new_id
 
@@ -47,35 +43,18 @@ def finish_config(config: dict[str, Any]) -> None:
         raise RuntimeError("QUEUE_MODE=rq needs REDIS_URL.")
 
 
-class App(Flask):
-    def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
-        """func itself when it is a plain function, or a method of one, that is not a
-        coroutine function.
-
-        Flask asks this for every hook and view of every request, about sixteen times, and
-        inspect.iscoroutinefunction's answers cost about 30 k instructions a request (3 % of
-        GET /healthz); a plain function's code flags answer it at once. A resource's view
-        (a MethodView's get, post…) is asked for as a bound method. Anything else is
-        Flask's to decide.
-        """
-        plain = func.__func__ if type(func) is MethodType else func
-        if type(plain) is FunctionType and not plain.__code__.co_flags & CO_COROUTINE:
-            return func
-        return super().ensure_sync(func)
-
-
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the app: defaults, then instance/config.py, then environment, then test_config."""
-    app = App(__name__, instance_relative_config=True, static_folder=None)
-    app.json = FastJSONProvider(app)
+    app = Flask(__name__, instance_relative_config=True, static_folder=None)
     app.config.from_object(default_config)
     app.config.from_pyfile("config.py", silent=True)
     load_environment(app.config)
     if test_config is not None:
         app.config.from_mapping(test_config)
     finish_config(app.config)
-    app.json.sort_keys = False  # type: ignore[attr-defined]
-    app.session_interface = NoSessions()
+    json_provider = OrjsonProvider(app)
+    json_provider.sort_keys = False  # responses keep the schemas' field order
+    app.json = json_provider
 
     db.init_app(app)
     register_request_id(app)
@@ -98,16 +77,6 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     return app
 
 
-class NoSessions(SessionInterface):
-    """The API keeps no cookie session: no request pays for looking one up."""
-
-    def open_session(self, app: Flask, request: Request) -> SessionMixin | None:
-        return None  # Flask hands out its NullSession, which refuses writes
-
-    def save_session(self, app: Flask, session: SessionMixin, response: Any) -> None:
-        pass
-
-
 def register_request_id(app: Flask) -> None:
     """Every response carries X-Request-Id; error bodies repeat it as requestId.
 
@@ -117,11 +86,10 @@ def register_request_id(app: Flask) -> None:
 
     @app.before_request
     def begin_request() -> None:
-        context = g._get_current_object()  # type: ignore[attr-defined]
-        context.request_started = time.perf_counter()
-        context.request_id = new_id("req")
+        g.request_started = time.perf_counter()
+        g.request_id = new_id("req")
 
     @app.after_request
     def add_request_id(response):
-        response.headers.add("X-Request-Id", g.get("request_id") or new_id("req"))  # only here
+        response.headers["X-Request-Id"] = g.get("request_id") or new_id("req")
         return response

@@ -30,9 +30,6 @@ METRICS_TOKEN = None
 # Logs: "json" (one JSON object a line, for production) or "text" (development).
 LOG_FORMAT = "json"
 LOG_LEVEL = "INFO"
-# Request lines are written in batches, at most this many seconds after the first of them;
-# any other line is written at once. 0: every line at once.
-LOG_FLUSH_SECONDS = 1.0
 
 # Webhook delivery: seconds to connect and to receive the answer (a 2xx within this is a
 # success), and how long a job holds a delivery before another may take it over (more than

@@ -1,16 +1,14 @@
-"""Logging: JSON lines (production) or plain text (development), and one line per request.
+"""Logging: JSON lines (production) or plain text (development), and one line per request."""
 
-Request lines carry the request id, tenant id, method, route, status and duration; never a
-header, a query string or a body, so API keys and secrets cannot reach the log.
-"""
-
+import atexit
 import json
 import logging
 import os
+import queue
 import sys
-import threading
 import time
 from datetime import UTC, datetime
+from logging.handlers import QueueHandler, QueueListener
 from typing import Any
 
 import orjson
@@ -49,149 +47,104 @@ class TextFormatter(logging.Formatter):
         return f"{line} {extra}" if extra else line
 
 
-class StreamHandler(logging.StreamHandler):
-    """A stream handler that writes request lines in batches (as nginx's buffered access_log).
-
-    Writing each request's line at once cost a system call per request, during which the
-    thread let go of the GIL and the other threads queued on the handler's lock: with
-    stderr a pipe (as under systemd), GET /api/v1/agents served 12 % fewer requests a
-    second under load than with the lines batched. Request lines (logger
-    app.requests) now gather until 64 KiB are waiting, flush_seconds have passed since the
-    first of them, or any other line is logged, which is written at once after them, so the
-    order holds. A process that is killed outright loses at most flush_seconds of request
-    lines; one that exits flushes them (logging.shutdown), and one that forks flushes first.
-    flush_seconds 0 writes every line at once.
-    """
-
-    BATCH_BYTES = 64 * 1024
-
-    def __init__(self, stream: Any = None, flush_seconds: float = 1.0) -> None:
-        super().__init__(stream)
-        self.flush_seconds = flush_seconds
-        self._waiting: list[str] = []
-        self._waiting_bytes = 0
-        self._flusher_pid = 0  # the process whose thread flushes by time (none after a fork)
-        self._due = threading.Event()
-        os.register_at_fork(before=self.flush, after_in_child=self._forked)
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if self.flush_seconds <= 0 or record.name != request_log.name:
-            self.flush()
-            super().emit(record)
-            return
-        try:
-            line = self.format(record) + self.terminator
-        except Exception:
-            self.handleError(record)
-            return
-        self._waiting.append(line)  # under the handler's lock (Handler.handle)
-        self._waiting_bytes += len(line)
-        if self._waiting_bytes >= self.BATCH_BYTES:
-            self._write_waiting()
-        elif len(self._waiting) == 1:
-            if self._flusher_pid != os.getpid():
-                self._flusher_pid = os.getpid()
-                flusher = threading.Thread(target=self._flush_when_due, name="log-flush")
-                flusher.daemon = True
-                flusher.start()
-            self._due.set()
-
-    def flush(self) -> None:
-        with self.lock:  # type: ignore[union-attr]
-            self._write_waiting()
-            super().flush()
-
-    def _write_waiting(self) -> None:
-        if self._waiting:
-            try:
-                self.stream.write("".join(self._waiting))
-                self.stream.flush()
-            except Exception:
-                pass  # a log that cannot be written never fails a request: the lines are dropped
-            self._waiting.clear()
-            self._waiting_bytes = 0
-
-    def _forked(self) -> None:
-        self._due = threading.Event()  # the parent's thread, waiting on the old one, is gone
-
-    def _flush_when_due(self) -> None:
-        while True:
-            self._due.wait()
-            self._due.clear()
-            time.sleep(self.flush_seconds)
-            self.flush()
+# What configure() installed on the root logger in this process: a QueueHandler whose
+# QueueListener writes to stderr, or (in a process forked after that) a StreamHandler.
+_handler: logging.Handler | None = None
+_listener: QueueListener | None = None
+_writer: logging.StreamHandler | None = None
 
 
-def configure(log_format: str, level: str, flush_seconds: float = 1.0) -> None:
-    """Install one handler on the root logger (once per process)."""
+def configure(log_format: str, level: str) -> None:
+    """Send the root logger's lines to stderr: each is formatted where it is logged and written
+    by a QueueListener's thread, so a request never waits for the write."""
+    global _handler, _listener, _writer
+    formatter = JsonFormatter() if log_format == "json" else TextFormatter()
     root = logging.getLogger()
-    handler = next((h for h in root.handlers if isinstance(h, StreamHandler)), None)
-    if handler is None:
-        handler = StreamHandler(sys.stderr)
-        root.addHandler(handler)
-    handler.flush_seconds = flush_seconds
-    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    if _listener is None:
+        if _handler is not None:
+            root.removeHandler(_handler)
+        records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
+        # The QueueHandler formats (see QueueHandler.prepare), the writer writes the line.
+        _writer = logging.StreamHandler(sys.stderr)
+        _listener = QueueListener(records, _writer)
+        _listener.start()
+        _handler = QueueHandler(records)
+        root.addHandler(_handler)
+    assert _handler is not None
+    _handler.setFormatter(formatter)
     root.setLevel(level.upper())
     logging.getLogger("peewee_migrate").setLevel(logging.WARNING)
 
 
-# Per thread, a request line's record as LogRecord.__init__ made it once: what it works out
-# for every record (source file, module, thread and process names) is the same for every
-# request line of a thread, so each line copies it and sets its time, message and fields.
-_prototypes = threading.local()
+def _write_directly() -> None:
+    """Replace the QueueHandler with a StreamHandler that writes each line at once."""
+    global _handler, _listener, _writer
+    if _handler is None or _listener is None:
+        return
+    root = logging.getLogger()
+    root.removeHandler(_handler)
+    direct = logging.StreamHandler(sys.stderr)
+    direct.setFormatter(_handler.formatter)
+    root.addHandler(direct)
+    _handler, _listener, _writer = direct, None, None
 
 
-def _request_record(args: tuple[Any, ...], fields: dict[str, Any]) -> logging.LogRecord:
-    prototype = getattr(_prototypes, "record", None)
-    if prototype is None or prototype.process != os.getpid():  # new thread, or forked
-        prototype = _prototypes.record = request_log.makeRecord(
-            request_log.name, logging.INFO, __file__, 0, "%s %s %s", (), None, "_log_request"
-        )
-    record = object.__new__(type(prototype))
-    attributes = record.__dict__
-    attributes.update(prototype.__dict__)
-    now = time.time()
-    attributes["created"] = now
-    attributes["msecs"] = (now - int(now)) * 1000
-    attributes["relativeCreated"] = (now - logging._startTime) * 1000  # type: ignore[attr-defined]
-    attributes["args"] = args
-    attributes.update(fields)
-    return record
+def _at_exit() -> None:
+    """Lines logged from now on are written at once; the listener writes those still queued."""
+    listener = _listener
+    _write_directly()
+    if listener is not None:
+        listener.stop()
+
+
+def _before_fork() -> None:
+    # The fork must not copy stderr in the middle of the listener's write.
+    if _writer is not None:
+        _writer.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    if _writer is not None:
+        _writer.release()
+
+
+# A forked child has no listener thread, and may end with os._exit (RQ's work horse and worker
+# pool do), which runs no exit hook: it writes its lines itself, at once. The parent's lines
+# still queued are the parent's to write.
+atexit.register(_at_exit)
+os.register_at_fork(
+    before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_write_directly
+)
 
 
 def _log_request(response: Response) -> Response:
-    if not request_log.isEnabledFor(logging.INFO):
-        return response
-    now = time.perf_counter()
-    # The request and g read once each: every read through Flask's proxies costs a lookup.
-    current, context = request._get_current_object(), g._get_current_object()  # type: ignore[attr-defined]
-    started = getattr(context, "request_started", None)
-    tenant = getattr(context, "tenant", None)
-    rule = current.url_rule
+    """after_request: one line with the request's ids, route, status and duration; never a
+    header, a query string or a body, so keys and secrets cannot reach the log."""
+    started = g.get("request_started")
+    duration_ms = round((time.perf_counter() - started) * 1000, 2) if started else None
+    tenant = g.get("tenant")
+    rule = request.url_rule
     route = rule.rule if rule is not None else None
-    method, status = current.method, response.status_code
-    # Not request_log.info(), which would also walk the stack for the caller's file and
-    # line (always this function) and work out the thread's and process's names again.
-    record = _request_record(
-        (method, route or current.path, status),
-        {
-            "requestId": getattr(context, "request_id", None),
+    request_log.info(
+        "%s %s %s",
+        request.method,
+        route or request.path,
+        response.status_code,
+        extra={
+            "requestId": g.get("request_id"),
             "tenantId": tenant.id if tenant is not None else None,
-            "method": method,
+            "method": request.method,
             "route": route,
-            "status": status,
-            "durationMs": round((now - started) * 1000, 2) if started else None,
+            "status": response.status_code,
+            "durationMs": duration_ms,
         },
     )
-    request_log.handle(record)
     return response
 
 
 def init_app(app: Flask) -> None:
     if not app.testing:
-        configure(
-            app.config["LOG_FORMAT"], app.config["LOG_LEVEL"], app.config["LOG_FLUSH_SECONDS"]
-        )
+        configure(app.config["LOG_FORMAT"], app.config["LOG_LEVEL"])
     # peewee logs every query with its parameters at DEBUG: webhook and signing secrets
     # among them. Keep them out even when LOG_LEVEL is DEBUG.
     logging.getLogger("peewee").setLevel(logging.INFO)

@@ -7,7 +7,6 @@ samples are summed at scrape time; the worker process records into the same dire
 import hmac
 import os
 import time
-from typing import Any
 
 from flask import Flask, Response, current_app, g, request
 from prometheus_client import (
@@ -71,25 +70,31 @@ class QueueDepthCollector(Collector):
             "voiceagent_queue_depth", "Jobs waiting in each queue.", labels=["queue"]
         )
         try:
-            client = Redis.from_url(self.redis_url, socket_connect_timeout=1, socket_timeout=1)
-            for name in ("functions", "webhooks"):
-                family.add_metric([name], queue.depth(client, name))
+            with Redis.from_url(
+                self.redis_url, socket_connect_timeout=1, socket_timeout=1
+            ) as client:
+                for name in ("functions", "webhooks"):
+                    family.add_metric([name], queue.depth(client, name))
         except RedisError:
             pass
         yield family
 
 
-def _registry() -> CollectorRegistry:
+def exposition() -> bytes:
+    """The metrics in Prometheus's text format: this process's (the default registry) or, in
+    multiprocess mode, every process's summed; then the queue depths, read now."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
+        summed = CollectorRegistry()
+        multiprocess.MultiProcessCollector(summed)
+        text = generate_latest(summed)
     else:
-        registry = CollectorRegistry()
-        for collector in list(REGISTRY._collector_to_names):
-            registry.register(collector)
-    if current_app.config.get("REDIS_URL"):
-        registry.register(QueueDepthCollector(current_app.config["REDIS_URL"]))
-    return registry
+        text = generate_latest(REGISTRY)
+    redis_url = current_app.config.get("REDIS_URL")
+    if redis_url:
+        queues = CollectorRegistry()
+        queues.register(QueueDepthCollector(redis_url))
+        text += generate_latest(queues)
+    return text
 
 
 def metrics_view() -> Response:
@@ -99,32 +104,18 @@ def metrics_view() -> Response:
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), token.encode()):
         raise Unauthorized("A valid metrics token is required: Authorization: Bearer <token>.")
-    return Response(generate_latest(_registry()), mimetype=CONTENT_TYPE_LATEST)
-
-
-# The request counter and latency histogram of each (method, route, status) seen: what
-# labels() returns for them, without its checks and locking on every request.
-_series: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+    return Response(exposition(), mimetype=CONTENT_TYPE_LATEST)
 
 
 def _record(response: Response) -> Response:
-    current = request._get_current_object()  # type: ignore[attr-defined]
-    rule = current.url_rule
+    """after_request: count the request and observe its latency, by route (never by path)."""
+    rule = request.url_rule
     if rule is None or rule.rule == "/metrics":
         return response
-    key = (current.method, rule.rule, response.status_code)
-    series = _series.get(key)
-    if series is None:
-        method, route, status = key
-        series = _series[key] = (
-            HTTP_REQUESTS.labels(method, route, str(status)),
-            HTTP_LATENCY.labels(method, route),
-        )
-    requests, latency = series
-    requests.inc()
+    HTTP_REQUESTS.labels(request.method, rule.rule, str(response.status_code)).inc()
     started = g.get("request_started")
     if started is not None:
-        latency.observe(time.perf_counter() - started)
+        HTTP_LATENCY.labels(request.method, rule.rule).observe(time.perf_counter() - started)
     return response
 
 

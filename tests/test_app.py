@@ -1,29 +1,16 @@
 """The application object."""
 
-import functools
+from flask import Flask
 
-import pytest
+from app.encoding import OrjsonProvider
 
 
-def test_hooks_and_views_run_as_they_are_unless_flask_must_wrap_them(app):
-    def hook() -> None:
-        pass
+def test_the_app_is_flask_itself_with_the_orjson_provider(app):
+    assert type(app) is Flask
+    assert isinstance(app.json, OrjsonProvider) and app.json.sort_keys is False
 
-    async def coroutine() -> None:
-        pass
 
-    class View:
-        def get(self) -> None:
-            pass
-
-        async def post(self) -> None:
-            pass
-
-    assert app.ensure_sync(hook) is hook
-    method = View().get  # a resource's view, asked for as a bound method
-    assert app.ensure_sync(method) is method
-    with pytest.raises(RuntimeError, match="async"):
-        app.ensure_sync(View().post)
-    assert app.ensure_sync(functools.partial(hook)).func is hook  # anything else: Flask's
-    with pytest.raises(RuntimeError, match="async"):  # Flask's own answer without asgiref
-        app.ensure_sync(coroutine)
+def test_responses_set_no_cookie(client, headers):
+    response = client.get("/api/v1/agents", headers=headers)
+    assert response.status_code == 200
+    assert "Set-Cookie" not in response.headers and "Vary" not in response.headers

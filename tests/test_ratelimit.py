@@ -8,17 +8,18 @@ import subprocess
 import sys
 import threading
 import time
-import types
 from pathlib import Path
 
 import pytest
 import requests
+from redis import Redis
 
 from app import create_app, ratelimit
-from app.ratelimit import RedisCounters, lease_size
+from app.ratelimit import RateLimiter, RedisCounters
 from app.services import keys as key_service
 from app.services import tenants as tenant_service
 from tests.helpers import assert_error
+from tests.workers import ThrowawayRedis
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -119,121 +120,67 @@ def test_counters_in_redis_are_shared_between_app_instances(app_config, redis_cl
     assert any(b"voiceagent" in key for key in redis_client.keys("*"))
 
 
+def test_enterprise_tenant_is_counted_one_request_at_a_time_in_redis(
+    app_config, redis_client, redis_url
+):
+    """However high the limit, each request has its own count in Redis and in its headers."""
+    app = create_app({**app_config, "REDIS_URL": redis_url, "QUEUE_MODE": "inline"})
+    with app.app_context():
+        tenant = tenant_service.create_tenant(name="huge", plan="enterprise", rate_limit=100_000)
+        headers = {"x-api-key": key_service.create_key(tenant=tenant, name="k")[1]}
+    client = app.test_client()
+    remaining = [
+        int(client.get("/api/v1/agents", headers=headers).headers["X-RateLimit-Remaining"])
+        for _ in range(30)
+    ]
+    assert remaining == list(range(99_999, 99_969, -1))
+    assert int(redis_client.get(ratelimit.KEY_PREFIX + tenant.id)) == 30
+
+
 def test_redis_counts_on_after_a_flushed_script_and_a_killed_connection(redis_client, redis_url):
-    """Hits go on the thread's own connection; NOSCRIPT (a Redis that lost its scripts) or a
-    connection the server closed drops it, and the hit goes through the client, counted once."""
+    """A Redis that lost its scripts (NOSCRIPT) or closed the connection still counts each hit
+    once: redis-py loads the script again and opens a new connection."""
     counters = RedisCounters(redis_url)
     key = "voiceagent:ratelimit:test"
-    assert [counters.hit(key, 60)[0] for _ in range(3)] == [1, 2, 3]
-    held = counters._held.connection
-    assert held is not None and held._sock is not None  # the last two went on it
+    assert [counters.hit(key)[0] for _ in range(3)] == [1, 2, 3]
     redis_client.script_flush()
-    assert counters.hit(key, 60)[0] == 4
+    assert counters.hit(key)[0] == 4
     redis_client.client_kill_filter(_type="normal", skipme=True)
-    assert counters.hit(key, 60)[0] == 5
-    assert [counters.hit(key, 60)[0] for _ in range(2)] == [6, 7]
+    assert [counters.hit(key)[0] for _ in range(3)] == [5, 6, 7]
     assert int(redis_client.get(key)) == 7
-    count, reset_at = counters.hit(key, 60)
+    count, reset_at = counters.hit(key)
     assert count == 8 and 0 < reset_at - time.time() <= 60
 
 
-def test_block_size_follows_the_limit():
-    """Tenants below 2,000 a minute (every starter and business one) are counted one request
-    at a time; above, one count per 1,000 of the limit, at most 16."""
-    sizes = [lease_size(limit) for limit in (60, 300, 1_999, 2_000, 4_500, 16_000, 10**9)]
-    assert sizes == [1, 1, 1, 2, 4, 16, 16]
-
-
-def test_busy_tenant_takes_counts_in_blocks_each_request_its_own(redis_client, redis_url):
-    """After the window's first hit, counts come from Redis 16 at a time, handed out in
-    order: 40 requests, counts 1 to 40, three round trips after the first."""
-    counters = RedisCounters(redis_url)
-    key = "voiceagent:ratelimit:busy"
-    assert [counters.hit(key, 10**9)[0] for _ in range(40)] == list(range(1, 41))
-    assert int(redis_client.get(key)) == 1 + 3 * 16
-    count, reset_at = counters.hit(key, 10**9)
-    assert count == 41 and 0 < reset_at - time.time() <= 60
-
-
-def test_from_half_the_limit_every_request_is_counted_in_redis(redis_client, redis_url):
-    """Blocks stop once a process has seen the window half used: from there the count in
-    Redis is the number of requests, and the limit holds exactly across processes."""
-    key = "voiceagent:ratelimit:near"
-    redis_client.set(key, 990, px=60_000)  # limit 2,000: blocks of 2 below 1,000
-    first, second = RedisCounters(redis_url), RedisCounters(redis_url)  # two processes
-    counts = [counter.hit(key, 2_000)[0] for _ in range(6) for counter in (first, second)]
-    assert len(set(counts)) == 12 and min(counts) == 991
-    assert int(redis_client.get(key)) - 990 - 12 <= 2  # each holds at most a block's rest
-
-    key = "voiceagent:ratelimit:limit"
-    redis_client.set(key, 1_990, px=60_000)
-    counts = [counter.hit(key, 2_000)[0] for _ in range(10) for counter in (first, second)]
-    assert sorted(counts) == list(range(1_991, 2_011))
-    assert int(redis_client.get(key)) == 2_010
-    assert sum(count <= 2_000 for count in counts) == 10
-
-
-def test_counts_of_a_finished_window_are_not_handed_out(redis_client, redis_url, monkeypatch):
+def test_a_finished_window_starts_again_from_one(redis_client, redis_url, monkeypatch):
     monkeypatch.setattr(ratelimit, "WINDOW_MS", 300)
     counters = RedisCounters(redis_url)
     key = "voiceagent:ratelimit:window"
-    assert [counters.hit(key, 10**9)[0] for _ in range(3)] == [1, 2, 3]  # 4 to 17 held
+    assert [counters.hit(key)[0] for _ in range(3)] == [1, 2, 3]
     time.sleep(0.4)
     assert redis_client.get(key) is None
-    assert [counters.hit(key, 10**9)[0] for _ in range(3)] == [1, 2, 3]  # a new window
+    assert [counters.hit(key)[0] for _ in range(3)] == [1, 2, 3]
 
 
-def test_threads_never_share_a_count(redis_client, redis_url):
-    """Threads of one process taking blocks at once: every count Redis handed this process
-    went to one request or is still held unused, never to two requests.
-
-    Which counts are held at the end is a race: a thread that found no block goes to Redis
-    while another's block arrives, so a held count can be lower than one handed out."""
-    counters = RedisCounters(redis_url)
-    key = "voiceagent:ratelimit:threads"
+def test_threads_hitting_one_tenant_at_once_each_get_their_own_count(redis_client, redis_url):
+    """Many threads of one process count one tenant at once: no two hits share a count, and
+    the count in Redis is the number of hits."""
+    limiter = RateLimiter(redis_url)
+    threads, hits = 8, 250
+    start = threading.Barrier(threads)
     counts: list[int] = []
 
     def run():
-        counts.extend(counters.hit(key, 10**9)[0] for _ in range(500))
-        counters._held.connection.disconnect()  # the thread's own, which ends with it
+        start.wait()
+        counts.extend(limiter.hit("tenant_busy")[0] for _ in range(hits))
 
-    threads = [threading.Thread(target=run) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len(counts) == len(set(counts)) == 4_000
-    held = [
-        count for first, last in counters._leases[key].blocks for count in range(first, last + 1)
-    ]
-    assert sorted(counts + held) == list(range(1, int(redis_client.get(key)) + 1))
-
-
-def test_a_reply_read_late_keeps_the_counts_the_process_holds(redis_client, redis_url, monkeypatch):
-    """A thread that reads its reply seconds late (a busy machine) works out a later end of
-    the window by its own clock; the window is still the same one, and the block another
-    thread took meanwhile is still handed out."""
-    counters = RedisCounters(redis_url)
-    key = "voiceagent:ratelimit:late"
-    assert counters.hit(key, 10**9)[0] == 1
-    read_late = types.SimpleNamespace(time=lambda: time.time() + 5, monotonic=time.monotonic)
-    add = counters._add
-
-    def add_read_late(key: str, size: int):
-        del counters._add
-        assert counters.hit(key, 10**9)[0] == 2  # another thread's block: 2 to 17
-        monkeypatch.setattr(ratelimit, "time", read_late)
-        try:
-            return add(key, size)  # 18 to 33
-        finally:
-            monkeypatch.setattr(ratelimit, "time", time)
-
-    counters._add = add_read_late
-    assert counters.hit(key, 10**9)[0] == 18
-    assert [counters.hit(key, 10**9)[0] for _ in range(31)] == list(range(3, 18)) + list(
-        range(19, 35)
-    )
-    assert int(redis_client.get(key)) == 49  # 34 handed out, 35 to 49 held
+    workers = [threading.Thread(target=run) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert sorted(counts) == list(range(1, threads * hits + 1))
+    assert int(redis_client.get(ratelimit.KEY_PREFIX + "tenant_busy")) == threads * hits
 
 
 def free_port() -> int:
@@ -295,6 +242,24 @@ def test_api_keeps_serving_when_redis_goes_away(app_config, throwaway_redis, cap
     assert time.perf_counter() - started < 10
     warnings = [r for r in caplog.records if "unreachable" in r.getMessage()]
     assert len(warnings) == 1
+
+
+def test_redis_is_tried_again_a_few_seconds_after_it_failed(monkeypatch, caplog):
+    monkeypatch.setattr(ratelimit, "RETRY_REDIS_AFTER_S", 0.5)
+    server = ThrowawayRedis()
+    server.start()
+    try:
+        limiter = RateLimiter(server.url)
+        assert limiter.hit("tenant_back")[0] == 1
+        server.stop()
+        assert [limiter.hit("tenant_back")[0] for _ in range(2)] == [1, 2]  # in memory
+        server.start()  # empty: it lost the count
+        time.sleep(0.6)
+        assert [limiter.hit("tenant_back")[0] for _ in range(2)] == [1, 2]
+        assert Redis.from_url(server.url).get(ratelimit.KEY_PREFIX + "tenant_back") == b"2"
+    finally:
+        server.stop()
+    assert len([r for r in caplog.records if "unreachable" in r.getMessage()]) == 1
 
 
 @pytest.mark.slow
