@@ -41,6 +41,13 @@ def finish_config(config: dict[str, Any]) -> None:
         raise RuntimeError("QUEUE_MODE must be rq or inline.")
     if config["QUEUE_MODE"] == "rq" and not config.get("REDIS_URL"):
         raise RuntimeError("QUEUE_MODE=rq needs REDIS_URL.")
+    longest_attempt = config["WEBHOOK_CONNECT_TIMEOUT"] + config["WEBHOOK_TIMEOUT"]
+    if config["WEBHOOK_LEASE_SECONDS"] <= longest_attempt:
+        # Else another job could take a delivery over while its attempt is still running.
+        raise RuntimeError(
+            "WEBHOOK_LEASE_SECONDS must be longer than an attempt can take "
+            f"(WEBHOOK_CONNECT_TIMEOUT + WEBHOOK_TIMEOUT = {longest_attempt:g} s)."
+        )
 
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:

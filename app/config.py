@@ -36,7 +36,7 @@ LOG_LEVEL = "INFO"
 # an attempt can take).
 WEBHOOK_CONNECT_TIMEOUT = 3.0
 WEBHOOK_TIMEOUT = 10.0
-WEBHOOK_LEASE_SECONDS = 60
+WEBHOOK_LEASE_SECONDS = 20
 
 # Multiplies every retry delay (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h). Tests shrink it.
 WEBHOOK_RETRY_SCALE = 1.0

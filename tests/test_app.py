@@ -1,7 +1,9 @@
 """The application object."""
 
+import pytest
 from flask import Flask
 
+from app import create_app
 from app.encoding import OrjsonProvider
 
 
@@ -14,3 +16,8 @@ def test_responses_set_no_cookie(client, headers):
     response = client.get("/api/v1/agents", headers=headers)
     assert response.status_code == 200
     assert "Set-Cookie" not in response.headers and "Vary" not in response.headers
+
+
+def test_a_lease_shorter_than_an_attempt_is_refused_at_start(app_config):
+    with pytest.raises(RuntimeError, match="WEBHOOK_LEASE_SECONDS must be longer"):
+        create_app({**app_config, "WEBHOOK_LEASE_SECONDS": 13})
