@@ -32,10 +32,11 @@ log = logging.getLogger(__name__)
 
 # How RQ keeps each queue's jobs. A function call's job is dropped when no worker took it
 # within `ttl` (its caller gave up long before) and its result is read once, at once; a
-# delivery's job keeps nothing (the delivery row is the record).
+# delivery's job is kept only briefly (the delivery row is the record: RQ deleting a
+# finished job at once costs it more than letting it expire).
 JOB_OPTIONS: dict[str, dict[str, Any]] = {
     "functions": {"timeout": 30, "ttl": 30, "result_ttl": 60, "failure_ttl": 600},
-    "webhooks": {"timeout": 120, "result_ttl": 0, "failure_ttl": 24 * 3600},
+    "webhooks": {"timeout": 120, "result_ttl": 10, "failure_ttl": 24 * 3600},
 }
 WAITING = (JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED)
 RESULT_POLL_S = 0.005

@@ -421,11 +421,11 @@ def get_call(*, tenant: Tenant, call_id: str) -> Call:
     return call
 
 
-# The list reads CallSchema's columns only.
+# The list reads CallSchema's columns only, as plain dicts (no model instance per row).
 LIST_COLUMNS = (
     Call.id,
-    Call.phone_number,
-    Call.agent,
+    Call.phone_number.alias("phone_number_id"),
+    Call.agent.alias("agent_id"),
     Call.caller_number,
     Call.callee_number,
     Call.direction,
@@ -453,7 +453,8 @@ def list_calls(
     phone_number_id: str | None = None,
     direction: str | None = None,
 ) -> Page:
-    """Calls newest first. Unfiltered, total is the maintained count; filtered, it is bounded.
+    """Calls newest first, as dicts of CallSchema's fields. Unfiltered, total is the
+    maintained count; filtered, it is bounded.
 
     Every combination of filters with the tenant leads an index of the call table.
     """
@@ -472,9 +473,8 @@ def list_calls(
             condition &= test
             filtered = True
     query = Call.select(*LIST_COLUMNS).where(condition)
-    rows = list(
-        query.order_by(Call.started_at.desc(), Call.id.desc()).limit(limit + 1).offset(offset)
-    )
+    page = query.order_by(Call.started_at.desc(), Call.id.desc()).limit(limit + 1).offset(offset)
+    rows = list(page.dicts())
     if filtered:
         total = bounded_count(query)
     else:

@@ -159,7 +159,19 @@ def deliver(*, delivery_id: str) -> str | None:
     if lease_until is None:
         return None
     delivery = (
-        Delivery.select(Delivery, Event, Webhook)
+        Delivery.select(
+            Delivery.id,
+            Delivery.attempts,
+            Event.id,
+            Event.type,
+            Event.data,
+            Event.created_at,
+            Webhook.id,
+            Webhook.url,
+            Webhook.secret,
+            Webhook.is_active,
+            Webhook.failing_since,
+        )
         .join(Event)
         .switch(Delivery)
         .join(Webhook)
@@ -241,9 +253,10 @@ def record(delivery: Delivery, lease_until: datetime, sent: Sent) -> str | None:
     now = utcnow()
     with database.atomic():
         if sent.error is None:
-            Webhook.update(failing_since=None).where(
-                (Webhook.id == delivery.webhook_id) & Webhook.failing_since.is_null(False)
-            ).execute()
+            if delivery.webhook.failing_since is not None:  # a success ends a run of failures
+                Webhook.update(failing_since=None).where(
+                    (Webhook.id == delivery.webhook_id) & Webhook.failing_since.is_null(False)
+                ).execute()
             # A success is written whoever holds the lease now: the receiver has it.
             status: str | None = "succeeded"
             written = _settle(

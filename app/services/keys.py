@@ -54,7 +54,7 @@ def authenticate(*, key: str) -> Tenant | None:
     if not key.startswith(KEY_PREFIX) or len(key) > 100:
         return None
     record = (
-        ApiKey.select(ApiKey, Tenant)
+        ApiKey.select(ApiKey.id, ApiKey.last_used_at, Tenant)
         .join(Tenant)
         .where((ApiKey.key_hash == hash_key(key)) & ApiKey.revoked_at.is_null())
         .first()
