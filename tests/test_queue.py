@@ -75,7 +75,7 @@ def test_jobs_go_to_rq_as_functions_with_their_queues_options(app, redis_url, re
         queue.defer("webhooks", record_job, "ten_d", job_id="job-d")
     [job] = Queue("webhooks", connection=redis_client).jobs
     assert (job.id, job.func, job.args) == ("job-d", record_job, ("ten_d",))
-    assert job.result_ttl == 0 and RAN == []
+    assert job.result_ttl == queue.JOB_OPTIONS["webhooks"]["result_ttl"] and RAN == []
 
 
 def test_enqueue_with_redis_unreachable_says_so_and_raises_nothing(app, caplog):

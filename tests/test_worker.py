@@ -14,8 +14,9 @@ from standardwebhooks.webhooks import Webhook as StandardWebhook
 
 from app import queue
 from app.db import database
-from app.models import Delivery, DeliveryAttempt
+from app.models import Delivery, DeliveryAttempt, Webhook
 from app.services import events
+from app.util import new_id
 from tests.receiver import Answer, Receiver
 from tests.workers import (
     WEBHOOK_SECRET,
@@ -69,6 +70,35 @@ def test_worker_retries_until_the_receiver_recovers(tenant, workers):
     assert [r.headers["X-Service-Event-Id"] for r in requests] == [event.id] * 3
     assert [r.headers["X-Service-Attempt"] for r in requests] == ["1", "2", "3"]
     wait_until(lambda: Delivery.get().status == "succeeded", 10, "not settled", workers)
+
+
+def test_a_broken_webhook_of_one_tenant_holds_up_no_other_tenants_events(
+    tenant, other_tenant, workers
+):
+    """A host that can never be sent to (written before registration checked hosts) fails
+    its own deliveries, with the reason, while another tenant's event of the same moment
+    arrives."""
+    with Receiver() as receiver:
+        broken = Webhook.create(
+            id=new_id("wh"),
+            tenant=tenant,
+            url="https://a..b/h",
+            events=["call.ended"],
+            secret=WEBHOOK_SECRET,
+        )
+        register_webhook(other_tenant, receiver.url)
+        workers.start()
+        with database.atomic():
+            events.emit(tenant_id=tenant.id, type="call.ended", data={"callId": "call_a"})
+            arriving = events.emit(
+                tenant_id=other_tenant.id, type="call.ended", data={"callId": "call_b"}
+            )
+        [request] = receiver.wait_for(1, timeout=10)
+    assert request.headers["X-Service-Event-Id"] == arriving.id
+    failed = Delivery.get(Delivery.webhook == broken.id)
+    wait_until(lambda: Delivery.get_by_id(failed.id).attempts == 1, 10, "not tried", workers)
+    failed = Delivery.get_by_id(failed.id)
+    assert failed.status == "pending" and "not a valid host name" in failed.last_error
 
 
 def record(name: str, seconds: float = 0) -> None:
