@@ -62,9 +62,6 @@ SECRET_KEY = "change-me"
 # Bodies over this many bytes are refused with 413.
 MAX_CONTENT_LENGTH = 1024 * 1024
 
-# Keep responses in the schemas' field order.
-JSON_SORT_KEYS = False
-
 API_TITLE = "Voice Agent Management API"
 API_VERSION = "v1"
 OPENAPI_VERSION = "3.0.3"
