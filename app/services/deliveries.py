@@ -181,14 +181,8 @@ def deliver(*, delivery_id: str) -> str | None:
     if delivery is None:  # deleted with its webhook meanwhile
         return None
     if not delivery.webhook.is_active:
-        with database.atomic():
-            _settle(
-                delivery,
-                lease_until,
-                attempted=False,
-                status="failed",
-                error="The webhook is disabled.",
-            )
+        disabled = "The webhook is disabled."
+        _settle(delivery, lease_until, attempted=False, status="failed", error=disabled)
         return "failed"
     sent = send(delivery)
     status = record(delivery, lease_until, sent)
