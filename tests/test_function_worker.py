@@ -15,7 +15,13 @@ from app.services import events
 from tests.call_flow import answer, start
 from tests.receiver import Answer, Receiver
 from tests.runtime.test_function_calls import define, echo, invoke
-from tests.workers import ThrowawayRedis, rq_config, wait_for_worker, wait_until
+from tests.workers import (
+    ThrowawayRedis,
+    rq_config,
+    wait_for_reconnect,
+    wait_for_worker,
+    wait_until,
+)
 
 
 @pytest.fixture
@@ -198,7 +204,7 @@ def test_function_calls_survive_a_redis_restart(
         assert response.json["error"]["code"] == "function_timeout"
 
         server.start()
-        wait_for_worker(workers, Redis.from_url(server.url), ("functions",))
+        wait_for_reconnect(workers, Redis.from_url(server.url))
         response = invoke(client, runtime_headers, call_id, orderId="C")
         assert response.json["result"]["status"] == "shipped"
     finally:

@@ -99,6 +99,16 @@ def wait_for_worker(workers, redis_client, queues, timeout: float = 20) -> None:
     wait_until(serving, timeout, "the worker did not start", workers)
 
 
+def wait_for_reconnect(workers, redis_client, timeout: float = 20) -> None:
+    """Wait until a worker waits on a queue of a Redis that restarted empty: RQ's workers
+    connect again by themselves, but do not register again in its registry of workers."""
+
+    def waiting() -> bool:
+        return any(client.get("cmd") == "blmove" for client in redis_client.client_list())
+
+    wait_until(waiting, timeout, "no worker waits on the restarted Redis", workers)
+
+
 class Workers:
     """Starts worker.py (and gunicorn) processes on the app's database and Redis; stops them
     all at the end. Keyword settings override the environment of the process started."""
