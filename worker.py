@@ -69,9 +69,10 @@ def serve(app: Flask, queue_name: str, lower_priority: bool) -> None:
 
 
 def sweep_once(app: Flask) -> None:
-    """Enqueue the due deliveries; log, never raise (it runs in a loop)."""
+    """Enqueue the due deliveries and release lapsed call holds; log, never raise (it runs
+    in a loop)."""
     try:
-        jobs.sweep_deliveries()
+        jobs.sweep()
     except Exception:
         log.exception("sweep failed; trying again in %ss", app.config["SWEEP_INTERVAL"])
 

@@ -11,7 +11,7 @@ import click
 from flask import Flask, current_app
 from flask.cli import AppGroup
 
-from app import db
+from app import db, jobs
 from app.errors import AppError
 from app.models import Event
 from app.services import agents as agent_service
@@ -264,8 +264,9 @@ def calls_simulate(
 
 @deliveries_cli.command("sweep")
 def deliveries_sweep() -> None:
-    """Enqueue every due delivery that no job holds (the worker does this every few seconds)."""
-    count = delivery_service.sweep()
+    """Enqueue every due delivery that no job holds, and release the credit holds of calls
+    that never ended (the worker does this every few seconds)."""
+    count = jobs.sweep()
     click.echo(f"Enqueued {count} due deliveries.")
 
 

@@ -7,7 +7,7 @@ web process. Each opens its own database connection and returns it to the pool a
 from typing import Any
 
 from app.db import database
-from app.services import deliveries, function_calls
+from app.services import calls, deliveries, function_calls
 
 
 def deliver_webhook(delivery_id: str) -> str | None:
@@ -22,7 +22,9 @@ def invoke_function(invocation: dict[str, Any]) -> dict[str, Any]:
         return function_calls.run(function_calls.Invocation(**invocation)).as_dict()
 
 
-def sweep_deliveries() -> int:
-    """Enqueue every due delivery that no job holds; how many were enqueued."""
+def sweep() -> int:
+    """The periodic upkeep: enqueue every due delivery that no job holds (how many were
+    enqueued), and release the credit holds of calls that never ended."""
     with database.connection_context():
+        calls.release_lapsed_holds()
         return deliveries.sweep()

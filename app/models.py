@@ -34,8 +34,14 @@ class Tenant(BaseModel):
     balance_minutes = pw.BigIntegerField(default=0)
     lifetime_purchased_minutes = pw.BigIntegerField(default=0)
     lifetime_used_minutes = pw.BigIntegerField(default=0)
+    reserved_minutes = pw.BigIntegerField(default=0)  # held by open calls: the sum of their holds
     calls_count = pw.BigIntegerField(default=0)  # maintained total for call-list pagination
     created_at = pw.DateTimeField(default=utcnow)
+
+    @property
+    def available_minutes(self) -> int:
+        """What new calls may still hold: the balance less the open calls' holds."""
+        return self.balance_minutes - self.reserved_minutes
 
 
 class ApiKey(BaseModel):
@@ -105,6 +111,10 @@ class Call(BaseModel):
     metadata = JSONField(default=dict)
     billed_minutes = pw.IntegerField(null=True)
     function_calls_count = pw.IntegerField(default=0)
+    # Minutes held at admission (the call's allowance; 0 once a hold lapsed), and until when
+    # the hold stands if the call never ends; None once the hold is released.
+    reserved_minutes = pw.IntegerField(default=0)
+    reservation_expires_at = pw.DateTimeField(null=True, index=True)
     updated_at = pw.DateTimeField(default=utcnow)
 
     class Meta:

@@ -173,7 +173,7 @@ class InlineWorker:
         self.jobs.put((func, args))
 
     def run(self) -> None:
-        from app.jobs import sweep_deliveries
+        from app.jobs import sweep
 
         interval = self.app.config["SWEEP_INTERVAL"]
         next_sweep = time.monotonic() + interval
@@ -189,7 +189,7 @@ class InlineWorker:
                         run_inline(func, *args)
                     self.jobs.task_done()
                 if time.monotonic() >= next_sweep and not self.stopping.is_set():
-                    run_inline(sweep_deliveries)
+                    run_inline(sweep)
                     next_sweep = time.monotonic() + interval
 
     def wait_idle(self, timeout: float) -> bool:

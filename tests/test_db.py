@@ -13,9 +13,21 @@ from tests.conftest import using_postgres
 
 def test_migrations_create_every_table_from_empty(tmp_path):
     database = db.make_database(f"sqlite:///{tmp_path / 'empty.db'}")
-    assert db.upgrade(database) == ["001_initial", "002_delivery_job_id"]
+    assert db.upgrade(database) == [
+        "001_initial",
+        "002_delivery_job_id",
+        "003_credit_reservation",
+    ]
     tables = set(database.get_tables())
     assert {model._meta.table_name for model in ALL_MODELS} <= tables
+    for model in ALL_MODELS:
+        table = model._meta.table_name
+        columns = {column.name for column in database.get_columns(table)}
+        assert {field.column_name for field in model._meta.sorted_fields} == columns, table
+        indexed = {tuple(index.columns) for index in database.get_indexes(table)}
+        for fields, _unique in model._meta.indexes:
+            columns = tuple(model._meta.fields[name].column_name for name in fields)
+            assert columns in indexed, (table, columns)
     assert db.upgrade(database) == []
     database.close()
 

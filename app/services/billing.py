@@ -1,4 +1,13 @@
-"""Credits: the ledger of minute movements and the balance that always equals its sum."""
+"""Credits: the ledger of minute movements and the balance that always equals its sum, and
+the minutes open calls hold (prepaid credit control).
+
+A call admitted at its start holds min(its agent's limit, available) minutes, where
+available = balance - minutes held by the tenant's other open calls. The hold is taken
+under the tenant row's write lock, so concurrent starts never hold more than the balance,
+and it is released when the call ends, in the transaction that charges it.
+"""
+
+from datetime import timedelta
 
 from app.db import database
 from app.errors import NotFound, ValidationFailed
@@ -9,6 +18,10 @@ from app.util import new_id
 
 TRANSACTION_TYPES = ("purchase", "usage", "adjustment", "refund")
 
+# A hold outlives its call's allowance by this much (ringing, and a runtime's late report)
+# before it lapses on its own: a call the runtime never reports ended frees its minutes then.
+HOLD_GRACE = timedelta(minutes=15)
+
 
 def _move(
     *,
@@ -18,9 +31,10 @@ def _move(
     description: str = "",
     call_id: str | None = None,
     idempotency_key: str | None = None,
+    released: int = 0,
 ) -> tuple[CreditTransaction, int]:
-    """Move minutes and write the ledger entry; the entry and the tenant's low-balance
-    threshold. Call inside a transaction.
+    """Move minutes (and release a call's hold of released minutes) and write the ledger
+    entry; the entry and the tenant's low-balance threshold. Call inside a transaction.
 
     The UPDATE takes the tenant row's write lock first (PostgreSQL row lock, SQLite's
     IMMEDIATE transaction) and returns the balance it wrote, so concurrent movements
@@ -33,6 +47,7 @@ def _move(
             balance_minutes=Tenant.balance_minutes + minutes,
             lifetime_purchased_minutes=Tenant.lifetime_purchased_minutes + purchased,
             lifetime_used_minutes=Tenant.lifetime_used_minutes + used,
+            reserved_minutes=Tenant.reserved_minutes - released,
         )
         .where(Tenant.id == tenant_id)
         .returning(Tenant.balance_minutes, Tenant.low_balance_threshold)
@@ -75,13 +90,42 @@ def usage_minutes(talk_time_seconds: int) -> int:
     return -(-talk_time_seconds // 60)
 
 
-def charge_call(*, tenant_id: str, call_id: str, minutes: int) -> CreditTransaction | None:
-    """Charge a call's minutes once; call inside the transaction that ends the call.
+def hold(*, balance: int, reserved: int, wanted: int) -> int:
+    """The minutes a new call may hold: its agent's limit, at most what is available."""
+    return max(0, min(wanted, balance - reserved))
+
+
+def reserve(*, tenant_id: str, minutes: int) -> None:
+    """Add a new call's hold to the tenant's reserved minutes; call inside the transaction
+    that read the balance under the tenant row's lock (see hold)."""
+    Tenant.update(reserved_minutes=Tenant.reserved_minutes + minutes).where(
+        Tenant.id == tenant_id
+    ).execute()
+
+
+def release_holds(holds: dict[str, int]) -> None:
+    """Give back lapsed holds, minutes per tenant id; call inside a transaction.
+
+    Tenants in id order, so two processes releasing at once take their row locks in one order.
+    """
+    for tenant_id, minutes in sorted(holds.items()):
+        Tenant.update(reserved_minutes=Tenant.reserved_minutes - minutes).where(
+            Tenant.id == tenant_id
+        ).execute()
+
+
+def charge_call(
+    *, tenant_id: str, call_id: str, minutes: int, held: int = 0
+) -> CreditTransaction | None:
+    """Charge a call's minutes once and release its hold of held minutes; call inside
+    the transaction that ends the call.
 
     A zero-minute call writes no ledger entry. A charge that moves the balance from at or
     above the tenant's threshold to below it emits credits.low (once per crossing).
     """
     if minutes <= 0:
+        if held:
+            release_holds({tenant_id: held})
         return None
     entry, threshold = _move(
         tenant_id=tenant_id,
@@ -90,6 +134,7 @@ def charge_call(*, tenant_id: str, call_id: str, minutes: int) -> CreditTransact
         description=f"Call {call_id}: {minutes} minute{'s' if minutes != 1 else ''}",
         call_id=call_id,
         idempotency_key=f"usage:{call_id}",
+        released=held,
     )
     if entry.balance_after + minutes >= threshold > entry.balance_after:
         events.emit(

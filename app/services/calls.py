@@ -6,7 +6,7 @@ two processes reporting the same step at once change and charge the call exactly
 """
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 import peewee as pw
@@ -169,10 +169,11 @@ def _ended_data(call: Call) -> dict[str, Any]:
 
 def _record_call(
     *, line: _Line, caller_number: str, direction: str, provider_call_id: str | None
-) -> tuple[Call, int]:
+) -> Call:
     """Insert the call (ringing, or failed when nobody can take it); inside a transaction.
 
-    Returns the call and the tenant's balance when it was recorded.
+    An admitted call holds min(its agent's limit, available) minutes of the tenant's credit
+    (app.services.billing); its reserved_minutes are its allowance.
     """
     now = utcnow()
     call_id = new_id("call")
@@ -189,17 +190,25 @@ def _record_call(
     )
     # Last, since the tenant row's lock is held until commit: concurrent calls of the tenant
     # wait on it for as short a time as possible. Counts the call; the UPDATE takes the
-    # tenant row's lock, so the balance it returns is current.
+    # tenant row's lock, so the balance and holds it returns stay current until commit, and
+    # the hold taken below is the only one taken from them.
     counted = (
         Tenant.update(calls_count=Tenant.calls_count + 1)
         .where(Tenant.id == line.tenant_id)
-        .returning(Tenant.balance_minutes)
+        .returning(Tenant.balance_minutes, Tenant.reserved_minutes)
         .tuples()
         .execute()
     )
-    ((balance,),) = counted
+    ((balance, reserved),) = counted
     agent = line.agent
-    rejection = "no_agent" if agent is None else ("no_credits" if balance <= 0 else None)
+    held = 0
+    if agent is not None:
+        held = billing.hold(
+            balance=balance, reserved=reserved, wanted=agent.max_call_duration_minutes
+        )
+    rejection = "no_agent" if agent is None else ("no_credits" if held <= 0 else None)
+    if held > 0:
+        billing.reserve(tenant_id=line.tenant_id, minutes=held)
     # For an outbound call the business number is the caller and callerNumber the callee.
     caller, callee = (
         (caller_number, line.display_number)
@@ -218,6 +227,10 @@ def _record_call(
         status="failed" if rejection else "ringing",
         started_at=now,
         updated_at=now,
+        reserved_minutes=held,
+        reservation_expires_at=(
+            now + timedelta(minutes=held) + billing.HOLD_GRACE if held > 0 else None
+        ),
         **(
             dict(
                 ended_at=now,
@@ -236,10 +249,10 @@ def _record_call(
         events.emit(
             tenant_id=line.tenant_id, type="call.ended", data=_ended_data(call), occurred_at=now
         )
-    return call, balance
+    return call
 
 
-def _session(agent: Agent, functions: list[Any], balance: int) -> dict[str, Any]:
+def _session(agent: Agent, functions: list[Any], held_minutes: int) -> dict[str, Any]:
     return {
         "agent_id": agent.id,
         "system_prompt": agent.system_prompt,
@@ -249,9 +262,7 @@ def _session(agent: Agent, functions: list[Any], balance: int) -> dict[str, Any]
         "escalation_number": agent.escalation_number,
         "tools_enabled": agent.tools_enabled,
         "functions": functions,
-        "max_call_duration_seconds": max(
-            0, min(agent.max_call_duration_minutes * 60, balance * 60)
-        ),
+        "max_call_duration_seconds": held_minutes * 60,
     }
 
 
@@ -260,13 +271,12 @@ def session_for(call: Call) -> dict[str, Any]:
     agent = Agent.get_or_none(Agent.id == call.agent_id)
     if agent is None:
         raise Conflict("The call has no agent.", code="no_agent", details={"callId": call.id})
-    balance = Tenant.select(Tenant.balance_minutes).where(Tenant.id == call.tenant_id).scalar()
     functions = (
         Function.select(Function.name, Function.description, Function.parameters)
         .where(Function.agent == agent.id)
         .order_by(Function.name)
     )
-    return _session(agent, list(functions), balance)
+    return _session(agent, list(functions), call.reserved_minutes)
 
 
 def start_call(
@@ -287,7 +297,7 @@ def start_call(
     if call is None:
         try:
             with database.atomic():
-                call, balance = _record_call(
+                call = _record_call(
                     line=line,
                     caller_number=caller_number,
                     direction=direction,
@@ -303,9 +313,9 @@ def start_call(
             metrics.CALLS.labels(call.status).inc()
             if _rejected(call):
                 raise _rejection(call)
-            # The agent, functions and balance the call was recorded with.
+            # The agent, functions and hold the call was recorded with.
             assert line.agent is not None  # else it was rejected
-            session = _session(line.agent, line.functions, balance)
+            session = _session(line.agent, line.functions, call.reserved_minutes)
             return StartedCall(call=call, session=session, created=True)
     if _rejected(call):
         raise _rejection(call)
@@ -370,6 +380,7 @@ def end_call(
             hangup_initiator=hangup_initiator,
             ai_cost_idr=ai_cost_idr,
             billed_minutes=minutes,
+            reservation_expires_at=None,  # the hold is released below
         )
         if metadata:
             # Merged with what the call holds; only the one changing UPDATE writes it.
@@ -386,8 +397,45 @@ def end_call(
             data=_ended_data(call),
             occurred_at=call.ended_at,
         )
-        billing.charge_call(tenant_id=call.tenant_id, call_id=call.id, minutes=minutes)
+        # reserved_minutes is 0 when the hold lapsed before the end was reported.
+        billing.charge_call(
+            tenant_id=call.tenant_id, call_id=call.id, minutes=minutes, held=call.reserved_minutes
+        )
     return call
+
+
+def release_lapsed_holds(limit: int = 500) -> int:
+    """Release the holds of calls still open long after their allowance (the runtime never
+    reported their end), so the minutes are available again; how many were released.
+
+    The calls stay open (only the runtime reports how a call ended); their reserved_minutes
+    become 0, so their end, if it comes, releases nothing again.
+    """
+    now = utcnow()
+    with database.atomic():
+        query = (
+            Call.select(Call.id, Call.tenant, Call.reserved_minutes)
+            .where(Call.reservation_expires_at < now)
+            .limit(limit)
+        )
+        rows = cast(list[tuple[str, str, int]], list(query.tuples()))
+        lapsed = {call_id: (tenant_id, minutes) for call_id, tenant_id, minutes in rows}
+        if not lapsed:
+            return 0
+        # Conditional, so of a call's end and of two sweepers, one releases the hold.
+        taken = list(
+            Call.update(reservation_expires_at=None, reserved_minutes=0)
+            .where(Call.id.in_(list(lapsed)) & (Call.reservation_expires_at < now))
+            .returning(Call.id)
+            .tuples()
+            .execute()
+        )
+        holds: dict[str, int] = {}
+        for (call_id,) in taken:
+            tenant_id, minutes = lapsed[call_id]
+            holds[tenant_id] = holds.get(tenant_id, 0) + minutes
+        billing.release_holds(holds)
+    return len(taken)
 
 
 def add_transcript(*, call_id: str, transcript_summary: str) -> Call:

@@ -12,6 +12,8 @@ def test_balance_of_a_new_tenant(client, headers):
     assert response.status_code == 200
     assert response.json == {
         "balanceMinutes": 0,
+        "reservedMinutes": 0,
+        "availableMinutes": 0,
         "lifetimePurchasedMinutes": 0,
         "lifetimeUsedMinutes": 0,
         "lowBalanceThresholdMinutes": 10,
@@ -23,6 +25,8 @@ def test_balance_after_purchases_and_calls(client, headers, runtime_headers, did
     whole_call(client, runtime_headers, did, talkTimeSeconds=121)
     assert client.get("/api/v1/credits", headers=headers).json == {
         "balanceMinutes": 117,
+        "reservedMinutes": 0,
+        "availableMinutes": 117,
         "lifetimePurchasedMinutes": 120,
         "lifetimeUsedMinutes": 3,
         "lowBalanceThresholdMinutes": 10,

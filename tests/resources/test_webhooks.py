@@ -236,7 +236,7 @@ def test_deliveries_log_lists_every_attempt(app, client, headers, tenant):
     with Receiver(lambda request: next(answers)) as receiver:
         created = client.post(API, json=body(url=receiver.url), headers=headers).json
         event = emit(tenant)
-        jobs.sweep_deliveries()
+        jobs.sweep()
     response = client.get(f"{API}/{created['id']}/deliveries", headers=headers)
     assert response.status_code == 200
     [delivery] = response.json["deliveries"]

@@ -1,13 +1,16 @@
 """Runtime API: auth, the call lifecycle, its state machine, idempotency and its events."""
 
+from datetime import timedelta
+
 import pytest
 
 from app import create_app
 from app.models import Agent, Call, CreditTransaction, Delivery, Event, Function, Tenant, Webhook
 from app.services import agents as agent_service
 from app.services import billing
+from app.services import calls as call_service
 from app.services import phone_numbers as number_service
-from app.util import new_id
+from app.util import new_id, utcnow
 from tests.call_flow import CALLER, RUNTIME, answer, end, end_body, start, whole_call
 from tests.helpers import assert_error
 
@@ -89,6 +92,94 @@ def test_session_time_limit_is_the_balance_when_lower(client, runtime_headers, t
     billing._move(tenant_id=tenant.id, type="adjustment", minutes=-97)
     session = start(client, runtime_headers, did).json["session"]
     assert session["maxCallDurationSeconds"] == 180
+
+
+def credits(client, headers):
+    body = client.get("/api/v1/credits", headers=headers).json
+    return body["balanceMinutes"], body["reservedMinutes"], body["availableMinutes"]
+
+
+def test_an_open_call_holds_its_allowance_until_it_ends(
+    client, headers, runtime_headers, tenant, did
+):
+    billing._move(tenant_id=tenant.id, type="adjustment", minutes=-85)  # 15 minutes left
+    first = start(client, runtime_headers, did).json
+    assert first["session"]["maxCallDurationSeconds"] == 600
+    assert credits(client, headers) == (15, 10, 5)
+    # The next call may hold only what the first leaves available.
+    second = start(client, runtime_headers, did).json
+    assert second["session"]["maxCallDurationSeconds"] == 300
+    assert credits(client, headers) == (15, 15, 0)
+    refused = start(client, runtime_headers, did)
+    assert_error(refused, 409, "no_credits")
+    assert Call.get_by_id(refused.json["error"]["details"]["callId"]).reserved_minutes == 0
+
+    # Ending releases the hold and charges what was used, in one step.
+    answer(client, runtime_headers, first["id"])
+    assert end(client, runtime_headers, first["id"], talkTimeSeconds=61).status_code == 200
+    assert credits(client, headers) == (13, 5, 8)
+    # A repeated end releases nothing more.
+    assert end(client, runtime_headers, first["id"], talkTimeSeconds=61).status_code == 200
+    assert credits(client, headers) == (13, 5, 8)
+    # A call ended without talk time releases its hold and charges nothing.
+    assert end(client, runtime_headers, second["id"], talkTimeSeconds=0).status_code == 200
+    assert credits(client, headers) == (13, 0, 13)
+
+
+def test_a_repeated_provider_call_id_answers_with_the_same_allowance(
+    client, runtime_headers, tenant, did
+):
+    billing._move(tenant_id=tenant.id, type="adjustment", minutes=-96)
+    first = start(client, runtime_headers, did, providerCallId="prov-hold").json
+    again = start(client, runtime_headers, did, providerCallId="prov-hold")
+    assert again.status_code == 200
+    assert again.json["session"]["maxCallDurationSeconds"] == 240
+    assert first["session"] == again.json["session"]
+    assert Tenant.get_by_id(tenant.id).reserved_minutes == 4
+
+
+def test_talk_beyond_the_allowance_overdraws_by_at_most_the_excess(
+    client, runtime_headers, tenant, did
+):
+    billing._move(tenant_id=tenant.id, type="adjustment", minutes=-98)
+    call = start(client, runtime_headers, did).json
+    assert call["session"]["maxCallDurationSeconds"] == 120
+    answer(client, runtime_headers, call["id"])
+    end(client, runtime_headers, call["id"], talkTimeSeconds=150)  # 30 s over: 1 minute more
+    refreshed = Tenant.get_by_id(tenant.id)
+    assert (refreshed.balance_minutes, refreshed.reserved_minutes) == (-1, 0)
+
+
+def test_the_hold_of_a_call_never_reported_ended_lapses(
+    client, headers, runtime_headers, tenant, did
+):
+    billing._move(tenant_id=tenant.id, type="adjustment", minutes=-80)
+    lost = start(client, runtime_headers, did).json
+    kept = start(client, runtime_headers, did).json
+    assert credits(client, headers) == (20, 20, 0)
+    # The runtime never reports the first call's end: its hold outlives the allowance by
+    # the grace period, then lapses. The call itself stays open.
+    Call.update(reservation_expires_at=utcnow() - timedelta(seconds=1)).where(
+        Call.id == lost["id"]
+    ).execute()
+    assert call_service.release_lapsed_holds() == 1
+    assert call_service.release_lapsed_holds() == 0
+    assert credits(client, headers) == (20, 10, 10)
+    assert Call.get_by_id(lost["id"]).status == "ringing"
+    # Its late end charges its minutes and releases nothing a second time.
+    answer(client, runtime_headers, lost["id"])
+    assert end(client, runtime_headers, lost["id"], talkTimeSeconds=120).status_code == 200
+    assert credits(client, headers) == (18, 10, 8)
+    answer(client, runtime_headers, kept["id"])
+    assert end(client, runtime_headers, kept["id"], talkTimeSeconds=60).status_code == 200
+    assert credits(client, headers) == (17, 0, 17)
+
+
+def test_a_hold_stands_for_the_allowance_and_the_grace(client, runtime_headers, did):
+    call = Call.get_by_id(start(client, runtime_headers, did).json["id"])
+    assert call.reserved_minutes == 10
+    expected = call.started_at + timedelta(minutes=10) + billing.HOLD_GRACE
+    assert call.reservation_expires_at == expected
 
 
 def test_session_lists_the_agents_functions(client, runtime_headers, tenant, agent_id, did):

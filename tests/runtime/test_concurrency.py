@@ -1,41 +1,59 @@
-"""Two OS processes reporting the same step of the same call at the same moment."""
+"""OS processes reporting the same step of the same call, or starting calls of one tenant,
+at the same moment."""
 
 import multiprocessing
+import threading
 
+import peewee as pw
 import pytest
 
 from app.models import Call, CreditTransaction, Event, Tenant
-from tests.call_flow import RUNTIME, end_body, start
+from app.services import billing
+from tests.call_flow import RUNTIME, answer, end, end_body, start
 from tests.conftest import RUNTIME_TOKEN
 
 pytestmark = pytest.mark.slow
 
 
-def post_when_released(config, path, body, barrier, results):
-    """Child process: build the app on the shared database, wait for the other, then post."""
+def post_when_released(config, path, body, barrier, results, threads):
+    """Child process: build the app on the shared database, wait for the others, then post
+    from each of threads threads at once (each on its own database connection)."""
     from app import create_app
 
     app = create_app(config)
-    client = app.test_client()
     headers = {"Authorization": f"Bearer {RUNTIME_TOKEN}"}
     with app.app_context():
-        client.get("/healthz")  # import and warm up everything before the race
-        barrier.wait(timeout=30)
-        response = client.post(path, json=body, headers=headers)
-        results.put((response.status_code, response.get_json()))
+        app.test_client().get("/healthz")  # import and warm up everything before the race
+
+    def post():
+        client = app.test_client()
+        with app.app_context():
+            barrier.wait(timeout=60)
+            response = client.post(path, json=body, headers=headers)
+            results.put((response.status_code, response.get_json()))
+
+    posters = [threading.Thread(target=post) for _ in range(threads)]
+    for poster in posters:
+        poster.start()
+    for poster in posters:
+        poster.join()
 
 
-def race(app_config, path, body, processes=2):
+def race(app_config, path, body, processes=2, threads=1):
+    """Post body to path from processes x threads clients released at the same moment."""
     context = multiprocessing.get_context("spawn")
-    barrier = context.Barrier(processes)
+    barrier = context.Barrier(processes * threads)
     results = context.Queue()
     children = [
-        context.Process(target=post_when_released, args=(app_config, path, body, barrier, results))
+        context.Process(
+            target=post_when_released,
+            args=(app_config, path, body, barrier, results, threads),
+        )
         for _ in range(processes)
     ]
     for child in children:
         child.start()
-    answers = [results.get(timeout=60) for _ in children]
+    answers = [results.get(timeout=90) for _ in range(processes * threads)]
     for child in children:
         child.join(timeout=30)
         assert child.exitcode == 0
@@ -71,3 +89,82 @@ def test_two_processes_starting_the_same_provider_call_record_one_call(
     assert Call.select().count() == 1
     assert Tenant.get_by_id(tenant.id).calls_count == 1
     assert Event.select().where(Event.type == "call.started").count() == 1
+
+
+def ledger_sum(tenant_id):
+    return (
+        CreditTransaction.select(pw.fn.SUM(CreditTransaction.minutes))
+        .where(CreditTransaction.tenant == tenant_id)
+        .scalar()
+    )
+
+
+def assert_balance_is_the_ledger(tenant_id):
+    refreshed = Tenant.get_by_id(tenant_id)
+    assert refreshed.balance_minutes == ledger_sum(tenant_id)
+    return refreshed
+
+
+def set_balance(tenant, minutes):
+    billing._move(tenant_id=tenant.id, type="adjustment", minutes=minutes - 100)
+
+
+def start_twenty_at_once(app_config, did):
+    """20 starts of calls to did at once: 4 processes x 5 threads."""
+    body = {"did": did, "callerNumber": "+6281234567890"}
+    return race(app_config, RUNTIME, body, processes=4, threads=5)
+
+
+def end_each_within_its_allowance(client, runtime_headers, admitted):
+    for body in admitted:
+        answer(client, runtime_headers, body["id"])
+        seconds = body["session"]["maxCallDurationSeconds"]
+        response = end(client, runtime_headers, body["id"], talkTimeSeconds=seconds)
+        assert response.status_code == 200
+
+
+def test_twenty_concurrent_starts_with_one_minute_left_admit_exactly_one(
+    app_config, client, headers, runtime_headers, tenant, did
+):
+    set_balance(tenant, 1)
+    answers = start_twenty_at_once(app_config, did)
+
+    admitted = [body for status, body in answers if status == 201]
+    refused = [body for status, body in answers if status != 201]
+    assert len(admitted) == 1
+    assert admitted[0]["session"]["maxCallDurationSeconds"] == 60
+    assert {(body["error"]["code"]) for body in refused} == {"no_credits"}
+    assert len(refused) == 19
+    credits = client.get("/api/v1/credits", headers=headers).json
+    assert (credits["balanceMinutes"], credits["reservedMinutes"]) == (1, 1)
+    assert credits["availableMinutes"] == 0
+    assert_balance_is_the_ledger(tenant.id)
+
+    end_each_within_its_allowance(client, runtime_headers, admitted)
+    refreshed = assert_balance_is_the_ledger(tenant.id)
+    assert (refreshed.balance_minutes, refreshed.reserved_minutes) == (0, 0)
+
+
+def test_twenty_concurrent_starts_hold_no_more_than_the_balance(
+    app_config, client, headers, runtime_headers, tenant, did, agent_id
+):
+    patched = client.patch(
+        f"/api/v1/agents/{agent_id}", json={"maxCallDurationMinutes": 3}, headers=headers
+    )
+    assert patched.status_code == 200
+    set_balance(tenant, 10)
+    answers = start_twenty_at_once(app_config, did)
+
+    admitted = [body for status, body in answers if status == 201]
+    allowances = sorted(body["session"]["maxCallDurationSeconds"] for body in admitted)
+    assert allowances == [60, 180, 180, 180]
+    assert sum(allowances) == 600
+    assert [status for status, _ in answers].count(409) == 16
+    credits = client.get("/api/v1/credits", headers=headers).json
+    assert (credits["reservedMinutes"], credits["availableMinutes"]) == (10, 0)
+    assert_balance_is_the_ledger(tenant.id)
+
+    end_each_within_its_allowance(client, runtime_headers, admitted)
+    refreshed = assert_balance_is_the_ledger(tenant.id)
+    assert (refreshed.balance_minutes, refreshed.reserved_minutes) == (0, 0)
+    assert Call.select().where(Call.status == "ended").count() == 4

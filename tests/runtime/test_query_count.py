@@ -71,17 +71,19 @@ def run_lifecycle(client, headers, did, **start_fields) -> dict[str, list[str]]:
 EVENT = ["INSERT event", "SELECT webhook"]
 CHARGE = ["UPDATE tenant", "INSERT credit_transaction"]
 LIFECYCLE = {
-    "start": ["SELECT phone_number", *EVENT, "UPDATE tenant", "INSERT call"],
+    # Counting the call locks the tenant row and reads balance and holds; the second UPDATE
+    # adds the new call's hold under that lock.
+    "start": ["SELECT phone_number", *EVENT, "UPDATE tenant", "UPDATE tenant", "INSERT call"],
     "answered": ["UPDATE call", *EVENT],
     "transcript": ["UPDATE call", *EVENT],
     "ended": ["UPDATE call", *EVENT, *CHARGE],
 }
 
 
-def test_a_call_lifecycle_runs_16_statements(client, runtime_headers, did):
+def test_a_call_lifecycle_runs_17_statements(client, runtime_headers, did):
     steps = run_lifecycle(client, runtime_headers, did)
     assert steps == LIFECYCLE
-    assert sum(map(len, steps.values())) == 16
+    assert sum(map(len, steps.values())) == 17
 
 
 def test_a_subscribed_webhook_adds_one_insert_per_event(client, runtime_headers, tenant, did):
@@ -93,7 +95,14 @@ def test_a_subscribed_webhook_adds_one_insert_per_event(client, runtime_headers,
     # Both webhooks' deliveries of an event are one INSERT; unsubscribed events write none.
     assert steps == {
         **LIFECYCLE,
-        "start": ["SELECT phone_number", *EVENT, "INSERT delivery", "UPDATE tenant", "INSERT call"],
+        "start": [
+            "SELECT phone_number",
+            *EVENT,
+            "INSERT delivery",
+            "UPDATE tenant",
+            "UPDATE tenant",
+            "INSERT call",
+        ],
         "ended": ["UPDATE call", *EVENT, "INSERT delivery", *CHARGE],
     }
     assert Delivery.select().count() == 4
@@ -127,4 +136,5 @@ def test_a_call_without_credits_adds_the_end_event(client, runtime_headers, tena
     billing._move(tenant_id=tenant.id, type="adjustment", minutes=-100)
     with statements() as seen:
         assert start(client, runtime_headers, did).status_code == 409
-    assert seen == LIFECYCLE["start"] + EVENT
+    # No hold to take: the tenant row is updated once.
+    assert seen == ["SELECT phone_number", *EVENT, "UPDATE tenant", "INSERT call", *EVENT]

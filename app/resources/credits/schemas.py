@@ -12,6 +12,17 @@ class CreditBalanceSchema(Schema):
         data_key="balanceMinutes",
         metadata={"description": "Minutes left; below zero only after a call's final charge."},
     )
+    reserved_minutes = fields.Integer(
+        data_key="reservedMinutes",
+        metadata={"description": "Minutes held by calls in progress, released when they end."},
+    )
+    available_minutes = fields.Integer(
+        data_key="availableMinutes",
+        metadata={
+            "description": "balanceMinutes less reservedMinutes: what new calls may hold. "
+            "A call starts only while it is above zero."
+        },
+    )
     lifetime_purchased_minutes = fields.Integer(
         data_key="lifetimePurchasedMinutes", metadata={"description": "All minutes purchased."}
     )
