@@ -3,17 +3,22 @@
 Thin wrappers over services."""
 
 import json
+import re
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
 import click
+import peewee
 from flask import Flask, current_app
 from flask.cli import AppGroup
+from redis import RedisError
 
 from app import db
 from app.errors import AppError
 from app.models import Event
+from app.resources.fields import MAX_INT32
+from app.runtime.schemas import MAX_CALL_SECONDS
 from app.services import agents as agent_service
 from app.services import billing, function_calls, maintenance
 from app.services import calls as call_service
@@ -32,9 +37,21 @@ maintenance_cli = AppGroup("maintenance", help="Housekeeping of old data.")
 calls_cli = AppGroup("calls", help="Drive calls by hand, as the voice runtime would.")
 deliveries_cli = AppGroup("deliveries", help="Inspect, sweep and retry webhook deliveries.")
 
+MAX_RETENTION_DAYS = 36_500  # a century: beyond it the cutoff date would not exist
+
+
+# SQLite's and PostgreSQL's words for a table that is not there.
+MISSING_TABLE = re.compile(r"no such table|relation \S+ does not exist")
+
+
+def first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0].strip() if text else type(exc).__name__
+
 
 def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn domain errors into one-line messages with exit code 1."""
+    """Turn what a user can cause or meet into a one-line message with exit code 1: domain
+    errors, a database that does not answer or has no tables yet, an unreachable Redis."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -42,6 +59,15 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             return func(*args, **kwargs)
         except AppError as exc:
             raise click.ClickException(exc.message) from None
+        except (peewee.OperationalError, peewee.ProgrammingError, peewee.InterfaceError) as exc:
+            reason = first_line(exc)
+            if MISSING_TABLE.search(reason):
+                message = f"The database has no tables yet: run flask db upgrade ({reason})."
+            else:
+                message = f"The database does not answer: {reason}"
+            raise click.ClickException(message) from None
+        except RedisError as exc:
+            raise click.ClickException(f"Redis does not answer: {first_line(exc)}") from None
 
     return wrapper
 
@@ -57,7 +83,11 @@ tenant_option = click.option("--tenant", "tenant_ref", required=True, help="Tena
     default="starter",
     show_default=True,
 )
-@click.option("--rate-limit", type=int, help="Requests per minute (required for enterprise).")
+@click.option(
+    "--rate-limit",
+    type=click.IntRange(max=MAX_INT32),
+    help="Requests per minute (required for enterprise).",
+)
 @user_errors
 def tenants_create(name: str, plan: str, rate_limit: int | None) -> None:
     """Create a tenant."""
@@ -66,6 +96,7 @@ def tenants_create(name: str, plan: str, rate_limit: int | None) -> None:
 
 
 @tenants_cli.command("list")
+@user_errors
 def tenants_list() -> None:
     """List tenants."""
     for tenant in tenant_service.list_tenants():
@@ -79,7 +110,11 @@ def tenants_list() -> None:
 @tenants_cli.command("set-plan")
 @tenant_option
 @click.argument("plan", type=click.Choice(list(tenant_service.PLAN_LIMITS)))
-@click.option("--rate-limit", type=int, help="Requests per minute (required for enterprise).")
+@click.option(
+    "--rate-limit",
+    type=click.IntRange(max=MAX_INT32),
+    help="Requests per minute (required for enterprise).",
+)
 @user_errors
 def tenants_set_plan(tenant_ref: str, plan: str, rate_limit: int | None) -> None:
     """Change a tenant's plan; takes effect on the next request."""
@@ -90,7 +125,7 @@ def tenants_set_plan(tenant_ref: str, plan: str, rate_limit: int | None) -> None
 
 @tenants_cli.command("set-threshold")
 @tenant_option
-@click.argument("minutes", type=int)
+@click.argument("minutes", type=click.IntRange(max=MAX_INT32))
 @user_errors
 def tenants_set_threshold(tenant_ref: str, minutes: int) -> None:
     """Set the balance (minutes) below which credits.low fires."""
@@ -161,7 +196,9 @@ def numbers_list(tenant_ref: str | None) -> None:
 
 @credits_cli.command("grant")
 @tenant_option
-@click.option("--minutes", type=int, required=True, help="Minutes to add.")
+@click.option(
+    "--minutes", type=click.IntRange(max=MAX_INT32), required=True, help="Minutes to add."
+)
 @click.option("--note", default="", help="Ledger description.")
 @user_errors
 def credits_grant(tenant_ref: str, minutes: int, note: str) -> None:
@@ -172,6 +209,7 @@ def credits_grant(tenant_ref: str, minutes: int, note: str) -> None:
 
 
 @db_cli.command("upgrade")
+@user_errors
 def db_upgrade() -> None:
     """Apply pending schema migrations."""
     applied = db.upgrade()
@@ -190,15 +228,16 @@ def db_backup(path: str) -> None:
 @maintenance_cli.command("prune")
 @click.option(
     "--days",
-    type=int,
+    type=click.IntRange(1, MAX_RETENTION_DAYS),
     default=None,
-    help="Keep this many days (default: RETENTION_DAYS, 30).",
+    help="Keep this many days, at least 1 (default: RETENTION_DAYS, 30).",
 )
-@click.option("--batch-size", type=int, default=500, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=500, show_default=True)
 @user_errors
 def maintenance_prune(days: int | None, batch_size: int) -> None:
     """Delete delivery attempts and finished events older than the retention."""
-    days = days or current_app.config["RETENTION_DAYS"]
+    if days is None:
+        days = current_app.config["RETENTION_DAYS"]
     counts = maintenance.prune(older_than_days=days, batch_size=batch_size)
     click.echo(
         f"Deleted {counts['attempts']} delivery attempts, {counts['deliveries']} deliveries "
@@ -209,7 +248,7 @@ def maintenance_prune(days: int | None, batch_size: int) -> None:
 @calls_cli.command("simulate")
 @click.option("--did", required=True, help="The business number called, e.g. +6221555010.")
 @click.option("--caller", default="+6281234567890", show_default=True, help="Caller's number.")
-@click.option("--seconds", type=click.IntRange(min=0), default=60, show_default=True)
+@click.option("--seconds", type=click.IntRange(0, MAX_CALL_SECONDS), default=60, show_default=True)
 @click.option("--transcript", default=None, help="A transcript summary to report.")
 @click.option("--function", "function_name", default=None, help="A function for the AI to call.")
 @click.option("--params", default="{}", show_default=True, help="Its parameters, as JSON.")
@@ -263,6 +302,7 @@ def calls_simulate(
 
 
 @deliveries_cli.command("sweep")
+@user_errors
 def deliveries_sweep() -> None:
     """Enqueue every due delivery that no job holds (the worker does this every few seconds)."""
     count = delivery_service.sweep()
