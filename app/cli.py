@@ -165,8 +165,14 @@ def keys_list(tenant_ref: str) -> None:
 @user_errors
 def keys_revoke(key_id: str) -> None:
     """Revoke a key; effective on the next request."""
-    record = key_service.revoke_key(key_id=key_id)
-    click.echo(f"Revoked {record.id} ({record.name}).")
+    record, revoked = key_service.revoke_key(key_id=key_id)
+    if revoked:
+        click.echo(f"Revoked {record.id} ({record.name}).")
+    else:
+        click.echo(
+            f"{record.id} ({record.name}) was already revoked at "
+            f"{isoformat(record.revoked_at)}; nothing changed."
+        )
 
 
 @numbers_cli.command("add")

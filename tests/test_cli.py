@@ -13,7 +13,7 @@ from app.models import ApiKey, Call, CreditTransaction, Event, Tenant
 from app.services import billing, events
 from app.services import keys as key_service
 from app.services import tenants as tenant_service
-from app.util import utcnow
+from app.util import isoformat, utcnow
 from tests.conftest import TEST_DATABASE_URL, using_postgres
 
 
@@ -223,6 +223,19 @@ def one_line_error(result, exit_code: int = 1) -> str:
     if exit_code == 1:
         assert result.output.strip() == errors[0]
     return errors[0]
+
+
+def test_keys_revoke_again_says_when_and_keeps_the_time(runner, tenant):
+    record, _ = key_service.create_key(tenant=tenant, name="old")
+    first = runner.invoke(args=["keys", "revoke", record.id])
+    assert first.output.strip() == f"Revoked {record.id} (old)."
+    revoked_at = ApiKey.get_by_id(record.id).revoked_at
+    again = runner.invoke(args=["keys", "revoke", record.id])
+    assert again.exit_code == 0, again.output
+    assert again.output.strip() == (
+        f"{record.id} (old) was already revoked at {isoformat(revoked_at)}; nothing changed."
+    )
+    assert ApiKey.get_by_id(record.id).revoked_at == revoked_at
 
 
 def test_maintenance_prune_refuses_fewer_than_one_day(runner):
