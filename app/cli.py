@@ -14,7 +14,7 @@ from flask import Flask, current_app
 from flask.cli import AppGroup
 from redis import RedisError
 
-from app import db
+from app import db, queue
 from app.errors import AppError
 from app.models import Event
 from app.resources.fields import MAX_INT32
@@ -342,10 +342,42 @@ def deliveries_list(tenant_ref: str | None, status: str | None, limit: int) -> N
 @click.argument("delivery_id")
 @user_errors
 def deliveries_retry(delivery_id: str) -> None:
-    """Send a delivery again now, whatever its status."""
+    """Send a delivery again now, whatever its status, and say what the attempt did."""
+    attempts = delivery_service.get_delivery(tenant=None, delivery_id=delivery_id).attempts
     delivery = delivery_service.retry(tenant=None, delivery_id=delivery_id)
-    status = delivery_service.get_delivery(tenant=None, delivery_id=delivery.id).status
-    click.echo(f"Sent {delivery.id} for another attempt; it is now {status}.")
+    if not queue.inline():  # a worker makes the attempt
+        if not (delivery.job_id and queue.known(delivery.job_id)):
+            raise click.ClickException(
+                f"Could not queue {delivery.id}: Redis does not answer. It is due now, and the "
+                "sweeper of worker.py webhooks sends it once Redis answers."
+            )
+        click.echo(
+            f"Queued {delivery.id} for another attempt (job {delivery.job_id}): worker.py "
+            "webhooks sends it, and flask deliveries list shows the outcome."
+        )
+        return
+    # Inline mode made the attempt in this process when retry() committed.
+    delivery = delivery_service.get_delivery(tenant=None, delivery_id=delivery.id)
+    attempt = delivery_service.last_attempt(delivery) if delivery.attempts > attempts else None
+    if attempt is None:
+        click.echo(
+            f"Another process is attempting {delivery.id} now; flask deliveries list shows "
+            "the outcome."
+        )
+    elif delivery.status == "succeeded":
+        click.echo(
+            f"Delivered {delivery.id} (HTTP {attempt.status_code} in {attempt.duration_ms} ms)."
+        )
+    elif delivery.status == "pending":
+        click.echo(
+            f"Attempt {attempt.number} of {delivery.id} failed: {attempt.error} "
+            f"Next attempt at {isoformat(delivery.next_attempt_at)}."
+        )
+    else:
+        click.echo(
+            f"Attempt {attempt.number} of {delivery.id} failed: {attempt.error} "
+            "No attempts are left: it has failed."
+        )
 
 
 DEMO_TENANT = "demo"
