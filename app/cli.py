@@ -2,10 +2,13 @@
 
 Thin wrappers over services."""
 
+import errno
 import json
+import os
 import re
 from collections.abc import Callable
 from functools import wraps
+from pathlib import Path
 from typing import Any
 
 import click
@@ -14,7 +17,7 @@ from flask import Flask, current_app
 from flask.cli import AppGroup
 from redis import RedisError
 
-from app import db, queue
+from app import db, development, queue
 from app.errors import AppError
 from app.models import Event
 from app.resources.fields import MAX_INT32
@@ -36,6 +39,7 @@ db_cli = AppGroup("db", help="Database schema and backups.")
 maintenance_cli = AppGroup("maintenance", help="Housekeeping of old data.")
 calls_cli = AppGroup("calls", help="Drive calls by hand, as the voice runtime would.")
 deliveries_cli = AppGroup("deliveries", help="Inspect, sweep and retry webhook deliveries.")
+dev_cli = AppGroup("dev", help="Development setup (make run uses these).")
 
 MAX_RETENTION_DAYS = 36_500  # a century: beyond it the cutoff date would not exist
 
@@ -380,6 +384,46 @@ def deliveries_retry(delivery_id: str) -> None:
         )
 
 
+@dev_cli.command("config")
+def dev_config() -> None:
+    """Write the development settings to instance/config.py, unless that file exists."""
+    path = Path(current_app.instance_path) / "config.py"
+    shown = os.path.relpath(path) if path.is_relative_to(Path.cwd()) else str(path)
+    if development.write_config(path):
+        click.echo(
+            f"Wrote the development settings to {shown} (ALLOW_PRIVATE_URLS, RUNTIME_TOKEN, "
+            "LOG_FORMAT, SECRET_KEY): the server and every flask command read them."
+        )
+        return
+    missing = development.missing_settings(path)
+    if missing:
+        click.echo(
+            f"{shown} exists and is kept as it is, but does not set {' and '.join(missing)}: "
+            "webhooks and functions on 127.0.0.1 or the runtime API will not work until it does.",
+            err=True,
+        )
+
+
+@dev_cli.command("check-port")
+@click.argument("port", type=click.IntRange(1, 65535))
+@click.option("--host", default="127.0.0.1", show_default=True)
+def dev_check_port(port: int, host: str) -> None:
+    """Fail with one line when a server could not listen on HOST:PORT now."""
+    reason = development.cannot_listen(host, port)
+    if reason is None:
+        return
+    other = development.free_port_after(host, port)
+    hint = f"make run PORT={other}" if other else "make run PORT=<another port>"
+    if reason.errno == errno.EADDRINUSE:
+        raise click.ClickException(
+            f"Port {port} on {host} is in use (is make run already serving there?): stop that "
+            f"server, or serve on another port: {hint}"
+        )
+    raise click.ClickException(
+        f"Cannot serve on {host}:{port} ({reason.strerror or reason}): choose another port: {hint}"
+    )
+
+
 DEMO_TENANT = "demo"
 DEMO_NUMBER = "+6221555010"
 
@@ -419,6 +463,11 @@ def demo() -> None:
     _, key = key_service.create_key(tenant=tenant, name="demo")
     click.echo(f"Demo tenant {tenant.id}: number {number.display_number} -> agent {agent.id}")
     click.echo(f"API key (previous demo keys revoked): {key}")
+    runtime_token = current_app.config.get("RUNTIME_TOKEN")
+    if runtime_token:
+        click.echo(f"Runtime API token (Authorization: Bearer ...): {runtime_token}")
+    else:
+        click.echo("Runtime API off: RUNTIME_TOKEN is not set.")
 
 
 def init_app(app: Flask) -> None:
@@ -431,6 +480,7 @@ def init_app(app: Flask) -> None:
         maintenance_cli,
         calls_cli,
         deliveries_cli,
+        dev_cli,
     ):
         app.cli.add_command(group)
     app.cli.add_command(demo)

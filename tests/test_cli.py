@@ -5,6 +5,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from flask import Config
 from playhouse.db_url import connect
 
 from app import create_app, db
@@ -14,7 +15,7 @@ from app.services import billing, events
 from app.services import keys as key_service
 from app.services import tenants as tenant_service
 from app.util import isoformat, utcnow
-from tests.conftest import TEST_DATABASE_URL, using_postgres
+from tests.conftest import RUNTIME_TOKEN, TEST_DATABASE_URL, using_postgres
 
 
 def closed_port() -> int:
@@ -128,8 +129,8 @@ def test_demo_is_idempotent_and_prints_working_key(runner, client):
     first = runner.invoke(args=["demo"])
     second = runner.invoke(args=["demo"])
     assert first.exit_code == 0 and second.exit_code == 0, second.output
-    old_key = first.output.split("API key")[1].split()[-1]
-    key = second.output.split("API key")[1].split()[-1]
+    old_key = first.output.split("API key")[1].splitlines()[0].split()[-1]
+    key = second.output.split("API key")[1].splitlines()[0].split()[-1]
     assert client.get("/api/v1/agents", headers={"x-api-key": old_key}).status_code == 401
     agents = client.get("/api/v1/agents", headers={"x-api-key": key}).json["agents"]
     numbers = client.get("/api/v1/phone-numbers", headers={"x-api-key": key}).json
@@ -334,3 +335,60 @@ def test_commands_on_an_unreachable_database_fail_cleanly(app_config, args):
     runner = create_app(config).test_cli_runner()
     error = one_line_error(runner.invoke(args=args))
     assert error.startswith("Error: The database does not answer: "), error
+
+
+def test_dev_config_writes_the_development_settings_once(app, runner, tmp_path):
+    app.instance_path = str(tmp_path / "instance")
+    path = tmp_path / "instance" / "config.py"
+    result = runner.invoke(args=["dev", "config"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"Wrote the development settings to {path} (")
+    written = Config(str(tmp_path))
+    written.from_pyfile(str(path))
+    assert written["ALLOW_PRIVATE_URLS"] is True
+    assert written["RUNTIME_TOKEN"] == "dev-runtime-token"
+    assert written["LOG_FORMAT"] == "text"
+    assert len(written["SECRET_KEY"]) == 64 and written["SECRET_KEY"] != "change-me"
+    assert path.stat().st_mode & 0o777 == 0o600  # it holds the secret key
+    before = path.read_text()
+    again = runner.invoke(args=["dev", "config"])
+    assert again.exit_code == 0 and again.output == ""
+    assert path.read_text() == before
+
+
+def test_dev_config_keeps_a_users_file_and_says_what_it_lacks(app, runner, tmp_path):
+    app.instance_path = str(tmp_path)
+    path = tmp_path / "config.py"
+    path.write_text('LOG_LEVEL = "DEBUG"\n')
+    result = runner.invoke(args=["dev", "config"])
+    assert result.exit_code == 0
+    assert result.output.strip() == (
+        f"{path} exists and is kept as it is, but does not set ALLOW_PRIVATE_URLS = True and "
+        "RUNTIME_TOKEN: webhooks and functions on 127.0.0.1 or the runtime API will not work "
+        "until it does."
+    )
+    assert path.read_text() == 'LOG_LEVEL = "DEBUG"\n'
+
+
+def test_dev_check_port_passes_a_free_port_silently(runner):
+    result = runner.invoke(args=["dev", "check-port", str(closed_port())])
+    assert result.exit_code == 0 and result.output == ""
+
+
+def test_dev_check_port_names_make_run_port_for_a_busy_port(runner):
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        error = one_line_error(runner.invoke(args=["dev", "check-port", str(port)]))
+    assert error.startswith(
+        f"Error: Port {port} on 127.0.0.1 is in use (is make run already serving there?): "
+        "stop that server, or serve on another port: make run PORT="
+    )
+    assert int(error.rsplit("=", 1)[1]) > port
+
+
+def test_demo_prints_the_runtime_token(runner):
+    result = runner.invoke(args=["demo"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1] == (
+        f"Runtime API token (Authorization: Bearer ...): {RUNTIME_TOKEN}"
+    )
