@@ -106,6 +106,7 @@ def test_make_run_writes_the_settings_every_flask_command_reads(serving):
     assert "Wrote the development settings to instance/config.py" in output
     assert "ALLOW_PRIVATE_URLS = True" in config.read_text()
     assert "Runtime API token (Authorization: Bearer ...): dev-runtime-token" in output
+    assert "\x1b[" not in output
     api = f"http://127.0.0.1:{port}/api/v1"
     headers = {"x-api-key": demo_key(output)}
     [agent] = requests.get(f"{api}/agents", headers=headers, timeout=10).json()["agents"]
