@@ -18,13 +18,13 @@ SETTINGS = """\
 ALLOW_PRIVATE_URLS = True
 
 # The voice runtime's bearer token for /internal/v1.
-RUNTIME_TOKEN = {runtime_token!r}
+RUNTIME_TOKEN = "{runtime_token}"
 
 # Log lines as plain text, for reading in a terminal.
 LOG_FORMAT = "text"
 
 # Flask's secret key, generated for this checkout.
-SECRET_KEY = {secret_key!r}
+SECRET_KEY = "{secret_key}"
 """
 
 
