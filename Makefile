@@ -3,7 +3,6 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 5000
-RUNTIME_TOKEN ?= dev-runtime-token
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 PG_DEFAULT := postgresql://postgres@127.0.0.1:5432/test
 export FLASK_APP := wsgi
@@ -25,12 +24,15 @@ $(BIN)/.installed-dev: $(BIN)/.installed
 install: $(BIN)/.installed
 install-dev: $(BIN)/.installed-dev
 
+# The port first (a second make run must not revoke the demo key of the one serving), then
+# the development settings, written once to instance/config.py, where every flask command
+# reads them too.
 run: install
+	@$(BIN)/flask dev check-port --host 127.0.0.1 $(PORT)
+	@$(BIN)/flask dev config
 	$(BIN)/flask db upgrade
 	$(BIN)/flask demo
-	@echo "Runtime API token (Authorization: Bearer ...): $(RUNTIME_TOKEN)"
-	RUNTIME_TOKEN=$(RUNTIME_TOKEN) ALLOW_PRIVATE_URLS=$${ALLOW_PRIVATE_URLS:-1} LOG_FORMAT=$${LOG_FORMAT:-text} \
-		$(BIN)/flask run --host 127.0.0.1 --port $(PORT)
+	$(BIN)/flask run --host 127.0.0.1 --port $(PORT)
 
 lint: install-dev
 	$(BIN)/ruff check app tests bench deploy worker.py wsgi.py

@@ -2,18 +2,26 @@
 
 Thin wrappers over services."""
 
+import errno
 import json
+import os
+import re
 from collections.abc import Callable
 from functools import wraps
+from pathlib import Path
 from typing import Any
 
 import click
+import peewee
 from flask import Flask, current_app
 from flask.cli import AppGroup
+from redis import RedisError
 
-from app import db, jobs
+from app import db, development, jobs, queue
 from app.errors import AppError
 from app.models import Event
+from app.resources.fields import MAX_INT32
+from app.runtime.schemas import MAX_CALL_SECONDS
 from app.services import agents as agent_service
 from app.services import billing, function_calls, maintenance
 from app.services import calls as call_service
@@ -31,10 +39,23 @@ db_cli = AppGroup("db", help="Database schema and backups.")
 maintenance_cli = AppGroup("maintenance", help="Housekeeping of old data.")
 calls_cli = AppGroup("calls", help="Drive calls by hand, as the voice runtime would.")
 deliveries_cli = AppGroup("deliveries", help="Inspect, sweep and retry webhook deliveries.")
+dev_cli = AppGroup("dev", help="Development setup (make run uses these).")
+
+MAX_RETENTION_DAYS = 36_500  # a century: beyond it the cutoff date would not exist
+
+
+# SQLite's and PostgreSQL's words for a table that is not there.
+MISSING_TABLE = re.compile(r"no such table|relation \S+ does not exist")
+
+
+def first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0].strip() if text else type(exc).__name__
 
 
 def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn domain errors into one-line messages with exit code 1."""
+    """Turn what a user can cause or meet into a one-line message with exit code 1: domain
+    errors, a database that does not answer or has no tables yet, an unreachable Redis."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -42,6 +63,15 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             return func(*args, **kwargs)
         except AppError as exc:
             raise click.ClickException(exc.message) from None
+        except (peewee.OperationalError, peewee.ProgrammingError, peewee.InterfaceError) as exc:
+            reason = first_line(exc)
+            if MISSING_TABLE.search(reason):
+                message = f"The database has no tables yet: run flask db upgrade ({reason})."
+            else:
+                message = f"The database does not answer: {reason}"
+            raise click.ClickException(message) from None
+        except RedisError as exc:
+            raise click.ClickException(f"Redis does not answer: {first_line(exc)}") from None
 
     return wrapper
 
@@ -57,7 +87,11 @@ tenant_option = click.option("--tenant", "tenant_ref", required=True, help="Tena
     default="starter",
     show_default=True,
 )
-@click.option("--rate-limit", type=int, help="Requests per minute (required for enterprise).")
+@click.option(
+    "--rate-limit",
+    type=click.IntRange(max=MAX_INT32),
+    help="Requests per minute (required for enterprise).",
+)
 @user_errors
 def tenants_create(name: str, plan: str, rate_limit: int | None) -> None:
     """Create a tenant."""
@@ -66,6 +100,7 @@ def tenants_create(name: str, plan: str, rate_limit: int | None) -> None:
 
 
 @tenants_cli.command("list")
+@user_errors
 def tenants_list() -> None:
     """List tenants."""
     for tenant in tenant_service.list_tenants():
@@ -79,7 +114,11 @@ def tenants_list() -> None:
 @tenants_cli.command("set-plan")
 @tenant_option
 @click.argument("plan", type=click.Choice(list(tenant_service.PLAN_LIMITS)))
-@click.option("--rate-limit", type=int, help="Requests per minute (required for enterprise).")
+@click.option(
+    "--rate-limit",
+    type=click.IntRange(max=MAX_INT32),
+    help="Requests per minute (required for enterprise).",
+)
 @user_errors
 def tenants_set_plan(tenant_ref: str, plan: str, rate_limit: int | None) -> None:
     """Change a tenant's plan; takes effect on the next request."""
@@ -90,7 +129,7 @@ def tenants_set_plan(tenant_ref: str, plan: str, rate_limit: int | None) -> None
 
 @tenants_cli.command("set-threshold")
 @tenant_option
-@click.argument("minutes", type=int)
+@click.argument("minutes", type=click.IntRange(max=MAX_INT32))
 @user_errors
 def tenants_set_threshold(tenant_ref: str, minutes: int) -> None:
     """Set the balance (minutes) below which credits.low fires."""
@@ -130,8 +169,14 @@ def keys_list(tenant_ref: str) -> None:
 @user_errors
 def keys_revoke(key_id: str) -> None:
     """Revoke a key; effective on the next request."""
-    record = key_service.revoke_key(key_id=key_id)
-    click.echo(f"Revoked {record.id} ({record.name}).")
+    record, revoked = key_service.revoke_key(key_id=key_id)
+    if revoked:
+        click.echo(f"Revoked {record.id} ({record.name}).")
+    else:
+        click.echo(
+            f"{record.id} ({record.name}) was already revoked at "
+            f"{isoformat(record.revoked_at)}; nothing changed."
+        )
 
 
 @numbers_cli.command("add")
@@ -161,7 +206,9 @@ def numbers_list(tenant_ref: str | None) -> None:
 
 @credits_cli.command("grant")
 @tenant_option
-@click.option("--minutes", type=int, required=True, help="Minutes to add.")
+@click.option(
+    "--minutes", type=click.IntRange(max=MAX_INT32), required=True, help="Minutes to add."
+)
 @click.option("--note", default="", help="Ledger description.")
 @user_errors
 def credits_grant(tenant_ref: str, minutes: int, note: str) -> None:
@@ -172,6 +219,7 @@ def credits_grant(tenant_ref: str, minutes: int, note: str) -> None:
 
 
 @db_cli.command("upgrade")
+@user_errors
 def db_upgrade() -> None:
     """Apply pending schema migrations."""
     applied = db.upgrade()
@@ -190,15 +238,16 @@ def db_backup(path: str) -> None:
 @maintenance_cli.command("prune")
 @click.option(
     "--days",
-    type=int,
+    type=click.IntRange(1, MAX_RETENTION_DAYS),
     default=None,
-    help="Keep this many days (default: RETENTION_DAYS, 30).",
+    help="Keep this many days, at least 1 (default: RETENTION_DAYS, 30).",
 )
-@click.option("--batch-size", type=int, default=500, show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=500, show_default=True)
 @user_errors
 def maintenance_prune(days: int | None, batch_size: int) -> None:
     """Delete delivery attempts and finished events older than the retention."""
-    days = days or current_app.config["RETENTION_DAYS"]
+    if days is None:
+        days = current_app.config["RETENTION_DAYS"]
     counts = maintenance.prune(older_than_days=days, batch_size=batch_size)
     click.echo(
         f"Deleted {counts['attempts']} delivery attempts, {counts['deliveries']} deliveries "
@@ -209,7 +258,7 @@ def maintenance_prune(days: int | None, batch_size: int) -> None:
 @calls_cli.command("simulate")
 @click.option("--did", required=True, help="The business number called, e.g. +6221555010.")
 @click.option("--caller", default="+6281234567890", show_default=True, help="Caller's number.")
-@click.option("--seconds", type=click.IntRange(min=0), default=60, show_default=True)
+@click.option("--seconds", type=click.IntRange(0, MAX_CALL_SECONDS), default=60, show_default=True)
 @click.option("--transcript", default=None, help="A transcript summary to report.")
 @click.option("--function", "function_name", default=None, help="A function for the AI to call.")
 @click.option("--params", default="{}", show_default=True, help="Its parameters, as JSON.")
@@ -263,6 +312,7 @@ def calls_simulate(
 
 
 @deliveries_cli.command("sweep")
+@user_errors
 def deliveries_sweep() -> None:
     """Enqueue every due delivery that no job holds, and release the credit holds of calls
     that never ended (the worker does this every few seconds)."""
@@ -297,10 +347,82 @@ def deliveries_list(tenant_ref: str | None, status: str | None, limit: int) -> N
 @click.argument("delivery_id")
 @user_errors
 def deliveries_retry(delivery_id: str) -> None:
-    """Send a delivery again now, whatever its status."""
+    """Send a delivery again now, whatever its status, and say what the attempt did."""
+    attempts = delivery_service.get_delivery(tenant=None, delivery_id=delivery_id).attempts
     delivery = delivery_service.retry(tenant=None, delivery_id=delivery_id)
-    status = delivery_service.get_delivery(tenant=None, delivery_id=delivery.id).status
-    click.echo(f"Sent {delivery.id} for another attempt; it is now {status}.")
+    if not queue.inline():  # a worker makes the attempt
+        if not (delivery.job_id and queue.known(delivery.job_id)):
+            raise click.ClickException(
+                f"Could not queue {delivery.id}: Redis does not answer. It is due now, and the "
+                "sweeper of worker.py webhooks sends it once Redis answers."
+            )
+        click.echo(
+            f"Queued {delivery.id} for another attempt (job {delivery.job_id}): worker.py "
+            "webhooks sends it, and flask deliveries list shows the outcome."
+        )
+        return
+    # Inline mode made the attempt in this process when retry() committed.
+    delivery = delivery_service.get_delivery(tenant=None, delivery_id=delivery.id)
+    attempt = delivery_service.last_attempt(delivery) if delivery.attempts > attempts else None
+    if attempt is None:
+        click.echo(
+            f"Another process is attempting {delivery.id} now; flask deliveries list shows "
+            "the outcome."
+        )
+    elif delivery.status == "succeeded":
+        click.echo(
+            f"Delivered {delivery.id} (HTTP {attempt.status_code} in {attempt.duration_ms} ms)."
+        )
+    elif delivery.status == "pending":
+        click.echo(
+            f"Attempt {attempt.number} of {delivery.id} failed: {attempt.error} "
+            f"Next attempt at {isoformat(delivery.next_attempt_at)}."
+        )
+    else:
+        click.echo(
+            f"Attempt {attempt.number} of {delivery.id} failed: {attempt.error} "
+            "No attempts are left: it has failed."
+        )
+
+
+@dev_cli.command("config")
+def dev_config() -> None:
+    """Write the development settings to instance/config.py, unless that file exists."""
+    path = Path(current_app.instance_path) / "config.py"
+    shown = os.path.relpath(path) if path.is_relative_to(Path.cwd()) else str(path)
+    if development.write_config(path):
+        click.echo(
+            f"Wrote the development settings to {shown} (ALLOW_PRIVATE_URLS, RUNTIME_TOKEN, "
+            "LOG_FORMAT, SECRET_KEY): the server and every flask command read them."
+        )
+        return
+    missing = development.missing_settings(path)
+    if missing:
+        click.echo(
+            f"{shown} exists and is kept as it is, but does not set {' and '.join(missing)}: "
+            "webhooks and functions on 127.0.0.1 or the runtime API will not work until it does.",
+            err=True,
+        )
+
+
+@dev_cli.command("check-port")
+@click.argument("port", type=click.IntRange(1, 65535))
+@click.option("--host", default="127.0.0.1", show_default=True)
+def dev_check_port(port: int, host: str) -> None:
+    """Fail with one line when a server could not listen on HOST:PORT now."""
+    reason = development.cannot_listen(host, port)
+    if reason is None:
+        return
+    other = development.free_port_after(host, port)
+    hint = f"make run PORT={other}" if other else "make run PORT=<another port>"
+    if reason.errno == errno.EADDRINUSE:
+        raise click.ClickException(
+            f"Port {port} on {host} is in use (is make run already serving there?): stop that "
+            f"server, or serve on another port: {hint}"
+        )
+    raise click.ClickException(
+        f"Cannot serve on {host}:{port} ({reason.strerror or reason}): choose another port: {hint}"
+    )
 
 
 DEMO_TENANT = "demo"
@@ -342,6 +464,11 @@ def demo() -> None:
     _, key = key_service.create_key(tenant=tenant, name="demo")
     click.echo(f"Demo tenant {tenant.id}: number {number.display_number} -> agent {agent.id}")
     click.echo(f"API key (previous demo keys revoked): {key}")
+    runtime_token = current_app.config.get("RUNTIME_TOKEN")
+    if runtime_token:
+        click.echo(f"Runtime API token (Authorization: Bearer ...): {runtime_token}")
+    else:
+        click.echo("Runtime API off: RUNTIME_TOKEN is not set.")
 
 
 def init_app(app: Flask) -> None:
@@ -354,6 +481,7 @@ def init_app(app: Flask) -> None:
         maintenance_cli,
         calls_cli,
         deliveries_cli,
+        dev_cli,
     ):
         app.cli.add_command(group)
     app.cli.add_command(demo)

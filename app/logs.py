@@ -5,6 +5,7 @@ import json
 import logging
 import os
 import queue
+import re
 import sys
 import time
 from datetime import UTC, datetime
@@ -19,6 +20,21 @@ request_log = logging.getLogger("app.requests")
 # Attributes every LogRecord has; anything else was passed with extra= and is logged.
 _STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
+# Terminal escape sequences (werkzeug colours its development server's lines): a log line is
+# read in files and log viewers, where they are noise.
+_ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _plain(text: str) -> str:
+    return _ESCAPES.sub("", text)
+
+
+def _not_a_request_line(record: logging.LogRecord) -> bool:
+    """Filter of the werkzeug logger: drop the development server's line per request (its
+    access-log line, at INFO); the app writes its own (app.requests). Its other lines, such
+    as the address it serves and its errors, stay."""
+    return not (record.levelno == logging.INFO and str(record.msg).endswith('] "%s" %s %s'))
+
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
@@ -26,7 +42,7 @@ class JsonFormatter(logging.Formatter):
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": _plain(record.getMessage()),
         }
         payload.update({k: v for k, v in record.__dict__.items() if k not in _STANDARD})
         if record.exc_info:
@@ -44,7 +60,7 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         extra = " ".join(f"{k}={v}" for k, v in record.__dict__.items() if k not in _STANDARD)
         line = super().format(record)
-        return f"{line} {extra}" if extra else line
+        return _plain(f"{line} {extra}" if extra else line)
 
 
 # What configure() installed on the root logger in this process: a QueueHandler whose
@@ -74,6 +90,7 @@ def configure(log_format: str, level: str) -> None:
     _handler.setFormatter(formatter)
     root.setLevel(level.upper())
     logging.getLogger("peewee_migrate").setLevel(logging.WARNING)
+    logging.getLogger("werkzeug").addFilter(_not_a_request_line)  # once: the same function
 
 
 def _write_directly() -> None:

@@ -115,6 +115,15 @@ def waiting(queue_name: str, job_ids: list[str]) -> set[str]:
     }
 
 
+def known(job_id: str) -> bool:
+    """Whether RQ holds the job (waiting, running, or finished a moment ago); False when Redis
+    does not answer."""
+    try:
+        return Job.exists(job_id, connection=redis_connection())
+    except RedisError:
+        return False
+
+
 def call(queue_name: str, func: Callable[..., Any], *args: Any, timeout: float) -> Any:
     """Run func(*args) as a job and wait for what it returns, at most timeout seconds; None
     when no answer came in time or Redis is unreachable."""

@@ -21,3 +21,17 @@ def test_responses_set_no_cookie(client, headers):
 def test_a_lease_shorter_than_an_attempt_is_refused_at_start(app_config):
     with pytest.raises(RuntimeError, match="WEBHOOK_LEASE_SECONDS must be longer"):
         create_app({**app_config, "WEBHOOK_LEASE_SECONDS": 13})
+
+
+def test_the_front_page_redirects_to_the_api_docs(client):
+    response = client.get("/")
+    assert response.status_code == 302 and response.headers["Location"] == "/api/v1/docs"
+    docs = client.get("/", follow_redirects=True)
+    assert docs.status_code == 200 and b"swagger" in docs.data.lower()
+
+
+def test_the_docs_with_a_trailing_slash_redirect_to_the_docs(client):
+    response = client.get("/api/v1/docs/")
+    assert response.status_code == 308 and response.headers["Location"] == "/api/v1/docs"
+    docs = client.get("/api/v1/docs/", follow_redirects=True)
+    assert docs.status_code == 200 and b"swagger" in docs.data.lower()

@@ -1,9 +1,28 @@
 """Admin CLI through Flask's runner: clear one-line errors with exit code 1."""
 
-from app.models import ApiKey, Call, CreditTransaction, Tenant
-from app.services import billing
+import socket
+import uuid
+from datetime import timedelta
+
+import pytest
+from flask import Config
+from playhouse.db_url import connect
+
+from app import create_app, db
+from app.db import database
+from app.models import ApiKey, Call, CreditTransaction, Event, Tenant
+from app.services import billing, events
 from app.services import keys as key_service
 from app.services import tenants as tenant_service
+from app.util import isoformat, utcnow
+from tests.conftest import RUNTIME_TOKEN, TEST_DATABASE_URL, using_postgres
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def test_tenants_create_and_list(runner):
@@ -110,8 +129,8 @@ def test_demo_is_idempotent_and_prints_working_key(runner, client):
     first = runner.invoke(args=["demo"])
     second = runner.invoke(args=["demo"])
     assert first.exit_code == 0 and second.exit_code == 0, second.output
-    old_key = first.output.split("API key")[1].split()[-1]
-    key = second.output.split("API key")[1].split()[-1]
+    old_key = first.output.split("API key")[1].splitlines()[0].split()[-1]
+    key = second.output.split("API key")[1].splitlines()[0].split()[-1]
     assert client.get("/api/v1/agents", headers={"x-api-key": old_key}).status_code == 401
     agents = client.get("/api/v1/agents", headers={"x-api-key": key}).json["agents"]
     numbers = client.get("/api/v1/phone-numbers", headers={"x-api-key": key}).json
@@ -193,3 +212,183 @@ def test_calls_simulate_runs_a_function(runner, client, headers, tenant, agent_i
 def test_calls_simulate_rejects_bad_params(runner, did):
     result = runner.invoke(args=["calls", "simulate", "--did", did, "--params", "[1]"])
     assert result.exit_code == 2 and "JSON object" in result.output
+
+
+def one_line_error(result, exit_code: int = 1) -> str:
+    """The error a command printed: one "Error: …" line (usage errors add click's usage
+    lines above it), no traceback."""
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == exit_code, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "Traceback" not in result.output, result.output
+    if exit_code == 1:
+        assert result.output.strip() == errors[0]
+    return errors[0]
+
+
+def test_keys_revoke_again_says_when_and_keeps_the_time(runner, tenant):
+    record, _ = key_service.create_key(tenant=tenant, name="old")
+    first = runner.invoke(args=["keys", "revoke", record.id])
+    assert first.output.strip() == f"Revoked {record.id} (old)."
+    revoked_at = ApiKey.get_by_id(record.id).revoked_at
+    again = runner.invoke(args=["keys", "revoke", record.id])
+    assert again.exit_code == 0, again.output
+    assert again.output.strip() == (
+        f"{record.id} (old) was already revoked at {isoformat(revoked_at)}; nothing changed."
+    )
+    assert ApiKey.get_by_id(record.id).revoked_at == revoked_at
+
+
+def test_maintenance_prune_refuses_fewer_than_one_day(runner):
+    result = runner.invoke(args=["maintenance", "prune", "--days", "0"])
+    assert "'--days': 0 is not in the range" in one_line_error(result, exit_code=2)
+
+
+def test_maintenance_prune_honours_days(runner, tenant):
+    old = utcnow() - timedelta(days=3)
+    with database.atomic():
+        events.emit(tenant_id=tenant.id, type="call.ended", data={"callId": "call_1"})
+    Event.update(created_at=old).execute()
+    kept = runner.invoke(args=["maintenance", "prune", "--days", "4"])
+    assert kept.output.strip().endswith("and 0 events older than 4 days.")
+    pruned = runner.invoke(args=["maintenance", "prune", "--days", "2"])
+    assert pruned.output.strip().endswith("and 1 events older than 2 days.")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["credits", "grant", "--tenant", "acme", "--minutes", "99999999999999999999"],
+        ["tenants", "set-threshold", "--tenant", "acme", "99999999999"],
+        ["tenants", "set-plan", "--tenant", "acme", "enterprise", "--rate-limit", "99999999999"],
+        ["calls", "simulate", "--did", "+6221555010", "--seconds", "99999999999"],
+        ["maintenance", "prune", "--days", "99999999"],
+        ["maintenance", "prune", "--batch-size", "0"],
+        ["calls", "simulate", "--did", "+6221555010", "--params", "{bad"],
+    ],
+)
+def test_numbers_out_of_range_and_bad_json_are_usage_errors(runner, tenant, args):
+    one_line_error(runner.invoke(args=args), exit_code=2)
+
+
+@pytest.mark.sqlite_only
+def test_db_backup_into_a_missing_folder_fails_cleanly(runner, tmp_path):
+    target = tmp_path / "no" / "such" / "x.db"
+    error = one_line_error(runner.invoke(args=["db", "backup", str(target)]))
+    assert error == f"Error: Cannot write {target}: the folder {target.parent} does not exist."
+    assert not target.parent.exists()
+
+
+@pytest.mark.sqlite_only
+def test_db_backup_onto_a_folder_or_nothing_fails_cleanly(runner, tmp_path):
+    error = one_line_error(runner.invoke(args=["db", "backup", str(tmp_path)]))
+    assert error == f"Error: {tmp_path} is a folder: give the backup's file name."
+    error = one_line_error(runner.invoke(args=["db", "backup", ""]))
+    assert error == "Error: Give the backup's file name."
+
+
+@pytest.mark.sqlite_only
+def test_db_backup_into_an_unwritable_place_fails_cleanly(runner):
+    error = one_line_error(runner.invoke(args=["db", "backup", "/proc/backup.db"]))
+    assert error.startswith("Error: Cannot write /proc/backup.db: ")
+
+
+@pytest.fixture
+def empty_database_url(tmp_path):
+    """A database without tables: a new SQLite file, or a new PostgreSQL database."""
+    if not using_postgres():
+        yield f"sqlite:///{tmp_path / 'empty.db'}"
+        return
+    name = f"va_empty_{uuid.uuid4().hex[:8]}"
+    admin = connect(TEST_DATABASE_URL)
+    admin.execute_sql(f'CREATE DATABASE "{name}"')
+    yield TEST_DATABASE_URL.rsplit("/", 1)[0] + "/" + name
+    db.close_all()
+    admin.execute_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    admin.close()
+
+
+def test_commands_on_an_unmigrated_database_say_to_upgrade(app_config, empty_database_url):
+    runner = create_app({**app_config, "DATABASE_URL": empty_database_url}).test_cli_runner()
+    for args in (
+        ["tenants", "list"],
+        ["keys", "list", "--tenant", "acme"],
+        ["deliveries", "sweep"],
+    ):
+        error = one_line_error(runner.invoke(args=args))
+        assert error.startswith("Error: The database has no tables yet: run flask db upgrade")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["tenants", "list"],
+        ["db", "upgrade"],
+        ["demo"],
+        ["deliveries", "list"],
+        ["maintenance", "prune"],
+        ["calls", "simulate", "--did", "+6221555010"],
+    ],
+)
+def test_commands_on_an_unreachable_database_fail_cleanly(app_config, args):
+    config = {**app_config, "DATABASE_URL": f"postgresql://postgres@127.0.0.1:{closed_port()}/x"}
+    runner = create_app(config).test_cli_runner()
+    error = one_line_error(runner.invoke(args=args))
+    assert error.startswith("Error: The database does not answer: "), error
+
+
+def test_dev_config_writes_the_development_settings_once(app, runner, tmp_path):
+    app.instance_path = str(tmp_path / "instance")
+    path = tmp_path / "instance" / "config.py"
+    result = runner.invoke(args=["dev", "config"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"Wrote the development settings to {path} (")
+    written = Config(str(tmp_path))
+    written.from_pyfile(str(path))
+    assert written["ALLOW_PRIVATE_URLS"] is True
+    assert written["RUNTIME_TOKEN"] == "dev-runtime-token"
+    assert written["LOG_FORMAT"] == "text"
+    assert len(written["SECRET_KEY"]) == 64 and written["SECRET_KEY"] != "change-me"
+    assert path.stat().st_mode & 0o777 == 0o600  # it holds the secret key
+    before = path.read_text()
+    again = runner.invoke(args=["dev", "config"])
+    assert again.exit_code == 0 and again.output == ""
+    assert path.read_text() == before
+
+
+def test_dev_config_keeps_a_users_file_and_says_what_it_lacks(app, runner, tmp_path):
+    app.instance_path = str(tmp_path)
+    path = tmp_path / "config.py"
+    path.write_text('LOG_LEVEL = "DEBUG"\n')
+    result = runner.invoke(args=["dev", "config"])
+    assert result.exit_code == 0
+    assert result.output.strip() == (
+        f"{path} exists and is kept as it is, but does not set ALLOW_PRIVATE_URLS = True and "
+        "RUNTIME_TOKEN: webhooks and functions on 127.0.0.1 or the runtime API will not work "
+        "until it does."
+    )
+    assert path.read_text() == 'LOG_LEVEL = "DEBUG"\n'
+
+
+def test_dev_check_port_passes_a_free_port_silently(runner):
+    result = runner.invoke(args=["dev", "check-port", str(closed_port())])
+    assert result.exit_code == 0 and result.output == ""
+
+
+def test_dev_check_port_names_make_run_port_for_a_busy_port(runner):
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        error = one_line_error(runner.invoke(args=["dev", "check-port", str(port)]))
+    assert error.startswith(
+        f"Error: Port {port} on 127.0.0.1 is in use (is make run already serving there?): "
+        "stop that server, or serve on another port: make run PORT="
+    )
+    assert int(error.rsplit("=", 1)[1]) > port
+
+
+def test_demo_prints_the_runtime_token(runner):
+    result = runner.invoke(args=["demo"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1] == (
+        f"Runtime API token (Authorization: Bearer ...): {RUNTIME_TOKEN}"
+    )

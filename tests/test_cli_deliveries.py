@@ -1,12 +1,16 @@
 """flask deliveries sweep / list / retry: thin admin wrappers over the delivery service."""
 
+import socket
 from datetime import timedelta
 
+from rq import Queue
+
 from app.db import database
-from app.models import Delivery
+from app.models import Delivery, DeliveryAttempt
 from app.services import events
 from app.services import webhooks as webhook_service
-from app.util import utcnow
+from app.services.deliveries import MAX_ATTEMPTS
+from app.util import isoformat, utcnow
 from tests.receiver import Answer, Receiver
 
 
@@ -49,15 +53,88 @@ def test_deliveries_sweep_sends_due_deliveries(runner, tenant):
     assert Delivery.get_by_id(delivery.id).status == "succeeded"
 
 
-def test_deliveries_retry_sends_again(runner, tenant):
+def test_deliveries_retry_sends_again_and_says_it_was_delivered(runner, tenant):
     answers = iter([Answer(500), Answer(200)])
     with Receiver(lambda request: next(answers)) as receiver:
         delivery = setup_failing_delivery(tenant, receiver)
         Delivery.update(status="failed").execute()
         result = runner.invoke(args=["deliveries", "retry", delivery.id])
         assert result.exit_code == 0, result.output
-        assert delivery.id in result.output and "succeeded" in result.output
         assert len(receiver.requests) == 2
+    attempt = DeliveryAttempt.get(DeliveryAttempt.number == 2)
+    assert result.output.strip() == (
+        f"Delivered {delivery.id} (HTTP 200 in {attempt.duration_ms} ms)."
+    )
+    assert Delivery.get_by_id(delivery.id).status == "succeeded"
+
+
+def test_deliveries_retry_says_the_attempt_failed_and_when_the_next_is(runner, tenant):
+    with Receiver(lambda request: Answer(500)) as receiver:
+        delivery = setup_failing_delivery(tenant, receiver)
+        result = runner.invoke(args=["deliveries", "retry", delivery.id])
+    assert result.exit_code == 0, result.output
+    after = Delivery.get_by_id(delivery.id)
+    assert (after.status, after.attempts) == ("pending", 2)
+    assert result.output.strip() == (
+        f"Attempt 2 of {delivery.id} failed: The receiver answered 500. "
+        f"Next attempt at {isoformat(after.next_attempt_at)}."
+    )
+
+
+def test_deliveries_retry_says_when_no_attempt_is_left(runner, tenant):
+    with Receiver(lambda request: Answer(500)) as receiver:
+        delivery = setup_failing_delivery(tenant, receiver)
+        Delivery.update(status="failed", attempts=MAX_ATTEMPTS - 1).execute()
+        result = runner.invoke(args=["deliveries", "retry", delivery.id])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == (
+        f"Attempt {MAX_ATTEMPTS} of {delivery.id} failed: The receiver answered 500. "
+        "No attempts are left: it has failed."
+    )
+
+
+def test_deliveries_retry_of_a_delivery_another_job_holds_says_so(runner, tenant):
+    with Receiver(lambda request: Answer(500)) as receiver:
+        delivery = setup_failing_delivery(tenant, receiver)
+        Delivery.update(lease_until=utcnow() + timedelta(seconds=30)).execute()
+        result = runner.invoke(args=["deliveries", "retry", delivery.id])
+        assert len(receiver.requests) == 1
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == (
+        f"Another process is attempting {delivery.id} now; flask deliveries list shows the outcome."
+    )
+
+
+def test_deliveries_retry_in_rq_mode_says_it_is_queued(
+    app, runner, tenant, redis_url, redis_client
+):
+    with Receiver(lambda request: Answer(500)) as receiver:
+        delivery = setup_failing_delivery(tenant, receiver)
+    app.config.update(QUEUE_MODE="rq", REDIS_URL=redis_url)
+    result = runner.invoke(args=["deliveries", "retry", delivery.id])
+    assert result.exit_code == 0, result.output
+    job_id = Delivery.get_by_id(delivery.id).job_id
+    assert result.output.strip() == (
+        f"Queued {delivery.id} for another attempt (job {job_id}): worker.py webhooks sends "
+        "it, and flask deliveries list shows the outcome."
+    )
+    assert Queue("webhooks", connection=redis_client).job_ids == [job_id]
+
+
+def test_deliveries_retry_in_rq_mode_without_redis_says_it_is_not_queued(app, runner, tenant):
+    with Receiver(lambda request: Answer(500)) as receiver:
+        delivery = setup_failing_delivery(tenant, receiver)
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    app.config.update(QUEUE_MODE="rq", REDIS_URL=f"redis://127.0.0.1:{port}/0")
+    result = runner.invoke(args=["deliveries", "retry", delivery.id])
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        f"Error: Could not queue {delivery.id}: Redis does not answer. It is due now, and the "
+        "sweeper of worker.py webhooks sends it once Redis answers."
+    )
+    assert Delivery.get_by_id(delivery.id).status == "pending"
 
 
 def test_deliveries_retry_unknown_fails_cleanly(runner):

@@ -3,9 +3,14 @@
 import json
 import logging
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import requests
 
 from app.logs import JsonFormatter, TextFormatter
 
@@ -54,6 +59,15 @@ def test_json_format_takes_any_value():
     assert (payload["big"], payload["at"], payload["message"]) == (2**70, "{1}", "x")
     record = logging.makeLogRecord({"msg": "ü", "levelname": "INFO", "at": {1}})
     assert JsonFormatter().format(record).count("ü") == 1  # UTF-8, not \u escapes
+
+
+def test_formatters_drop_terminal_escapes():
+    record = logging.makeLogRecord(
+        {"name": "werkzeug", "levelno": logging.INFO, "levelname": "INFO"}
+        | {"msg": "\x1b[33mPress CTRL+C to quit\x1b[0m", "tone": "\x1b[1mbold\x1b[0m"}
+    )
+    assert TextFormatter().format(record).endswith(" werkzeug Press CTRL+C to quit tone=bold")
+    assert json.loads(JsonFormatter().format(record))["message"] == "Press CTRL+C to quit"
 
 
 def test_request_line_reads_method_route_and_status(client, headers, caplog):
@@ -132,3 +146,51 @@ def test_a_configured_process_writes_one_json_line_per_request(app_config, api_k
     )
     assert line["requestId"].startswith("req") and line["durationMs"] >= 0
     assert not any(api_key in line for line in lines)
+
+
+def wait_for(log: Path, text: str, process: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in log.read_text():
+        assert process.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.05)
+
+
+def test_flask_run_logs_one_plain_line_per_request(app_config, tmp_path):
+    """The app's own line is the request's only line; werkzeug's coloured one is not written,
+    its address line is, and nothing carries terminal escape codes."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **os.environ,
+        "DATABASE_URL": app_config["DATABASE_URL"],
+        "LOG_FORMAT": "text",
+        "REDIS_URL": "",
+        "FLASK_APP": "wsgi",
+    }
+    log = tmp_path / "flask-run.log"
+    flask = str(Path(sys.executable).parent / "flask")
+    with open(log, "w") as out:
+        server = subprocess.Popen(
+            [flask, "run", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(log, f"Running on http://127.0.0.1:{port}", server)
+        # A 401, which werkzeug's own line shows in bold red.
+        assert requests.get(f"http://127.0.0.1:{port}/api/v1/agents", timeout=10).status_code == 401
+        # Lines are written in order: once this one is out, the first request's are too.
+        requests.get(f"http://127.0.0.1:{port}/healthz", timeout=10)
+        wait_for(log, "GET /healthz 200", server)
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=30)
+    output = log.read_text()
+    assert "\x1b[" not in output
+    [line] = [line for line in output.splitlines() if "/api/v1/agents" in line]
+    assert " INFO app.requests GET /api/v1/agents 401 requestId=req_" in line
+    assert f" * Running on http://127.0.0.1:{port}" in output

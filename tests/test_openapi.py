@@ -27,6 +27,15 @@ def test_docs_page_is_served_with_its_own_assets(client):
     assert client.get("/static/swagger-ui/../../app/config.py").status_code == 404
 
 
+def test_the_document_holds_the_api_and_health_checks_not_the_pages(client):
+    paths = set(spec(client)["paths"])
+    assert {path for path in paths if not path.startswith(("/api/v1/", "/internal/v1/"))} == {
+        "/healthz",
+        "/readyz",
+    }
+    assert not paths & {"/", "/api/v1/docs", "/api/v1/docs/", "/api/v1/openapi.json"}
+
+
 def test_every_tenant_operation_is_secured_and_documents_errors(client):
     document = spec(client)
     assert document["components"]["securitySchemes"]["ApiKeyAuth"] == {

@@ -421,6 +421,16 @@ def retry(*, tenant: Tenant | None, delivery_id: str) -> Delivery:
     return delivery
 
 
+def last_attempt(delivery: Delivery) -> DeliveryAttempt | None:
+    """The delivery's latest attempt, or None before the first."""
+    return (
+        DeliveryAttempt.select()
+        .where(DeliveryAttempt.delivery == delivery.id)
+        .order_by(DeliveryAttempt.number.desc(), DeliveryAttempt.id.desc())
+        .first()
+    )
+
+
 def with_attempts(deliveries: list[Delivery]) -> list[Delivery]:
     """Attach each delivery's attempt log (one query) and its event type."""
     by_id = {delivery.id: delivery for delivery in deliveries}

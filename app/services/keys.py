@@ -37,16 +37,19 @@ def list_keys(*, tenant: Tenant) -> list[ApiKey]:
     return list(ApiKey.select().where(ApiKey.tenant == tenant).order_by(ApiKey.created_at))
 
 
-def revoke_key(*, key_id: str) -> ApiKey:
-    """Revoke a key; effective on the next request."""
+def revoke_key(*, key_id: str) -> tuple[ApiKey, bool]:
+    """Revoke a key, effective on the next request; the key, and whether this call revoked it
+    (False: it was revoked already, and keeps the time it was revoked at)."""
     with database.atomic():
+        revoked = (
+            ApiKey.update(revoked_at=utcnow())
+            .where((ApiKey.id == key_id) & ApiKey.revoked_at.is_null())
+            .execute()
+        )
         record = ApiKey.get_or_none(ApiKey.id == key_id)
-        if record is None:
-            raise NotFound(f"No API key {key_id}.")
-        if record.revoked_at is None:
-            record.revoked_at = utcnow()
-            record.save(only=[ApiKey.revoked_at])
-    return record
+    if record is None:
+        raise NotFound(f"No API key {key_id}.")
+    return record, bool(revoked)
 
 
 def authenticate(*, key: str) -> Tenant | None:

@@ -21,15 +21,26 @@ def backup_sqlite(*, target: str) -> dict[str, int]:
             "flask db backup copies SQLite databases; for PostgreSQL use pg_dump "
             "(see the README's backup section)."
         )
+    if not target:
+        raise ValidationFailed("Give the backup's file name.")
     path = Path(target)
+    if path.is_dir():
+        raise ValidationFailed(f"{target} is a folder: give the backup's file name.")
     if path.exists():
         raise ValidationFailed(f"{target} already exists; choose a new file.")
+    if not path.parent.is_dir():
+        raise ValidationFailed(f"Cannot write {target}: the folder {path.parent} does not exist.")
+    try:
+        copy = sqlite3.connect(path)
+    except sqlite3.Error as exc:  # a folder it may not write to, say
+        raise ValidationFailed(f"Cannot write {target}: {exc}.") from None
     source = sqlite3.connect(database.obj.database, timeout=30)
-    copy = sqlite3.connect(path)
     try:
         source.backup(copy)
         status = copy.execute("PRAGMA integrity_check").fetchone()[0]
         tables = copy.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()
+    except sqlite3.Error as exc:  # the disk filled up, say
+        raise ValidationFailed(f"The backup to {target} failed: {exc}.") from None
     finally:
         copy.close()
         source.close()
