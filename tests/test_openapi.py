@@ -194,6 +194,36 @@ def test_update_schemas_carry_no_defaults(client):
         assert [field for field, prop in properties.items() if "default" in prop] == [], name
 
 
+NAMED_OPERATIONS = {
+    ("get", "/api/v1/agents"): "listAgents",
+    ("post", "/api/v1/agents"): "createAgent",
+    ("get", "/api/v1/agents/{agent_id}"): "getAgent",
+    ("patch", "/api/v1/agents/{agent_id}"): "updateAgent",
+    ("delete", "/api/v1/agents/{agent_id}"): "deleteAgent",
+    ("get", "/api/v1/phone-numbers"): "listPhoneNumbers",
+    ("post", "/api/v1/phone-numbers/{number_id}/assign-agent"): "assignAgent",
+    ("get", "/api/v1/calls"): "listCalls",
+    ("get", "/api/v1/calls/{call_id}"): "getCall",
+    ("get", "/api/v1/credits"): "getCredits",
+    ("get", "/api/v1/credits/transactions"): "listCreditTransactions",
+    ("post", "/api/v1/webhooks"): "createWebhook",
+    ("post", "/internal/v1/calls"): "startCall",
+}
+
+
+def test_every_operation_has_a_unique_operation_id_and_a_tag(client):
+    """The operationId names a generated client's function (list_agents, not
+    get_api_v1_agents); the tag names its module."""
+    ids = {}
+    for path, method, operation in operations(spec(client)):
+        operation_id = operation.get("operationId", "")
+        assert re.fullmatch(r"[a-z]+(?:[A-Z][a-z]*)*", operation_id), (method, path)
+        assert operation.get("tags"), (method, path)
+        ids[method, path] = operation_id
+    assert len(set(ids.values())) == len(ids)
+    assert {key: ids[key] for key in NAMED_OPERATIONS} == NAMED_OPERATIONS
+
+
 def missing_fields(document, schema, body, where="") -> list[str]:
     """The required fields body lacks, at any depth, read literally as a generated client
     reads them (OpenAPI's validators forgive a missing required write-only field)."""
