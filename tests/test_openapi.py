@@ -2,7 +2,14 @@
 
 import re
 
+import pytest
+from openapi_schema_validator import OAS30Validator, oas30_format_checker
+from openapi_schema_validator import validate as validate_body
 from openapi_spec_validator import validate
+
+from app.services import billing
+from app.services import phone_numbers as number_service
+from tests.call_flow import end_body
 
 
 def spec(client):
@@ -87,3 +94,284 @@ def test_rate_limit_headers_and_429_are_documented(client):
     listing = document["paths"]["/api/v1/agents"]["get"]["responses"]
     assert listing["429"] == {"$ref": "#/components/responses/RATE_LIMITED"}
     assert "X-RateLimit-Reset" in listing["200"]["headers"]
+
+
+# What a client generated from the document relies on: every property typed, a response
+# schema's required fields in every response, no write-only field in a response schema, no
+# default a client would send in an update, and an operationId naming each function.
+
+HTTP_METHODS = {"get", "post", "put", "patch", "delete"}
+
+
+def operations(document):
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if method in HTTP_METHODS:
+                yield path, method, operation
+
+
+def resolve(document, node):
+    while "$ref" in node:
+        section, kind, name = node["$ref"].removeprefix("#/").split("/")
+        node = document[section][kind][name]
+    return node
+
+
+def subschemas(schema):
+    """The schemas directly inside schema: properties, items, maps and combinations."""
+    yield from schema.get("properties", {}).values()
+    for key in ("items", "additionalProperties"):
+        if isinstance(schema.get(key), dict):
+            yield schema[key]
+    for key in ("allOf", "oneOf", "anyOf"):
+        yield from schema.get(key, [])
+
+
+def reachable(document, roots):
+    """Every component schema name reachable from roots (schemas), through $refs."""
+    names, stack = set(), list(roots)
+    while stack:
+        node = stack.pop()
+        if "$ref" in node:
+            name = node["$ref"].rsplit("/", 1)[1]
+            if name in names:
+                continue
+            names.add(name)
+            node = document["components"]["schemas"][name]
+        stack.extend(subschemas(node))
+    return names
+
+
+def body_schemas(document, part):
+    """The schemas of every request body (part "request") or every response (part "response")."""
+    for _, _, operation in operations(document):
+        if part == "request":
+            bodies = [operation.get("requestBody", {})]
+        else:
+            bodies = [resolve(document, r) for r in operation["responses"].values()]
+        for body in bodies:
+            for media in body.get("content", {}).values():
+                yield media["schema"]
+
+
+def test_every_property_has_a_type(client):
+    document = spec(client)
+    untyped = []
+
+    def walk(where, schema):
+        for name, prop in schema.get("properties", {}).items():
+            if not {"type", "$ref", "allOf", "oneOf"} & set(prop):
+                untyped.append(f"{where}.{name}")
+            walk(f"{where}.{name}", prop)
+        for key in ("items", "additionalProperties"):
+            if isinstance(schema.get(key), dict):
+                walk(f"{where}[]", schema[key])
+
+    for name, schema in document["components"]["schemas"].items():
+        walk(name, schema)
+    for part in ("request", "response"):
+        for schema in body_schemas(document, part):
+            walk(f"a {part} body", schema)
+    assert untyped == []
+
+
+def test_response_schemas_require_only_readable_fields(client):
+    """A response schema has no write-only (load_only) field, and requires only its own."""
+    document = spec(client)
+    names = reachable(document, body_schemas(document, "response"))
+    assert {"Agent", "Webhook", "CallDetail", "Delivery", "FunctionCreated"} <= names
+    for name in names:
+        schema = document["components"]["schemas"][name]
+        properties = schema.get("properties", {})
+        write_only = [field for field, prop in properties.items() if prop.get("writeOnly")]
+        assert write_only == [], name
+        assert set(schema.get("required", [])) <= set(properties), name
+
+
+def test_update_schemas_carry_no_defaults(client):
+    """A client sends a body schema's defaults: in an update they would overwrite fields."""
+    document = spec(client)
+    updates = [
+        operation["requestBody"]["content"]["application/json"]["schema"]
+        for _, method, operation in operations(document)
+        if method == "patch"
+    ]
+    names = reachable(document, updates)
+    assert {"AgentUpdate", "WebhookUpdate"} <= names
+    for name in names:
+        properties = document["components"]["schemas"][name].get("properties", {})
+        assert [field for field, prop in properties.items() if "default" in prop] == [], name
+
+
+NAMED_OPERATIONS = {
+    ("get", "/api/v1/agents"): "listAgents",
+    ("post", "/api/v1/agents"): "createAgent",
+    ("get", "/api/v1/agents/{agent_id}"): "getAgent",
+    ("patch", "/api/v1/agents/{agent_id}"): "updateAgent",
+    ("delete", "/api/v1/agents/{agent_id}"): "deleteAgent",
+    ("get", "/api/v1/phone-numbers"): "listPhoneNumbers",
+    ("post", "/api/v1/phone-numbers/{number_id}/assign-agent"): "assignAgent",
+    ("get", "/api/v1/calls"): "listCalls",
+    ("get", "/api/v1/calls/{call_id}"): "getCall",
+    ("get", "/api/v1/credits"): "getCredits",
+    ("get", "/api/v1/credits/transactions"): "listCreditTransactions",
+    ("post", "/api/v1/webhooks"): "createWebhook",
+    ("post", "/internal/v1/calls"): "startCall",
+}
+
+
+def test_every_operation_has_a_unique_operation_id_and_a_tag(client):
+    """The operationId names a generated client's function (list_agents, not
+    get_api_v1_agents); the tag names its module."""
+    ids = {}
+    for path, method, operation in operations(spec(client)):
+        operation_id = operation.get("operationId", "")
+        assert re.fullmatch(r"[a-z]+(?:[A-Z][a-z]*)*", operation_id), (method, path)
+        assert operation.get("tags"), (method, path)
+        ids[method, path] = operation_id
+    assert len(set(ids.values())) == len(ids)
+    assert {key: ids[key] for key in NAMED_OPERATIONS} == NAMED_OPERATIONS
+
+
+def missing_fields(document, schema, body, where="") -> list[str]:
+    """The required fields body lacks, at any depth, read literally as a generated client
+    reads them (OpenAPI's validators forgive a missing required write-only field)."""
+    schema = resolve(document, schema)
+    if isinstance(body, list) and "items" in schema:
+        return [
+            gap
+            for index, item in enumerate(body)
+            for gap in missing_fields(document, schema["items"], item, f"{where}[{index}]")
+        ]
+    if not isinstance(body, dict):
+        return []
+    missing = [f"{where}.{name}" for name in schema.get("required", []) if name not in body]
+    for name, prop in schema.get("properties", {}).items():
+        if name in body:
+            missing += missing_fields(document, prop, body[name], f"{where}.{name}")
+    return missing
+
+
+def answers_as_documented(document, method, template, response):
+    """The response's status is documented for the operation and its body matches the schema."""
+    responses = document["paths"][template][method]["responses"]
+    assert str(response.status_code) in responses, (method, template, response.json)
+    content = resolve(document, responses[str(response.status_code)]).get("content")
+    if content is None:
+        assert not response.data
+        return None
+    schema = {**content["application/json"]["schema"], "components": document["components"]}
+    validate_body(response.json, schema, cls=OAS30Validator, format_checker=oas30_format_checker)
+    assert missing_fields(document, schema, response.json) == [], (method, template)
+    return response.json
+
+
+def test_minimal_records_answer_as_their_response_schemas(client, headers, tenant, runtime_headers):
+    """Records made of required fields only (nulls and defaults elsewhere), through every
+    operation that returns them: each body carries every field its schema requires."""
+    document = spec(client)
+    number = number_service.add_number(tenant=tenant, display_number="+6221555099")
+    billing.grant(tenant=tenant, minutes=10)
+
+    def call(method, template, body=None, auth=headers, **ids):
+        response = client.open(
+            template.format(**ids), method=method.upper(), json=body, headers=auth
+        )
+        assert response.status_code < 300, response.get_data(as_text=True)
+        return answers_as_documented(document, method, template, response)
+
+    agent = call("post", "/api/v1/agents", {"name": "Minimal", "systemPrompt": "Hi."})
+    agent_id = agent["id"]
+    call("get", "/api/v1/agents")
+    call("get", "/api/v1/agents/{agent_id}", agent_id=agent_id)
+    call("patch", "/api/v1/agents/{agent_id}", {"name": "Renamed"}, agent_id=agent_id)
+    call("get", "/api/v1/phone-numbers")
+    assign = "/api/v1/phone-numbers/{number_id}/assign-agent"
+    call("post", assign, {"agentId": agent_id}, number_id=number.id)
+    functions = "/api/v1/agents/{agent_id}/functions"
+    function = {
+        "name": "lookup",
+        "description": "Look it up.",
+        "endpoint": "http://127.0.0.1:9/lookup",
+        "parameters": {"type": "object"},
+    }
+    call("post", functions, function, agent_id=agent_id)
+    call("get", functions, agent_id=agent_id)
+    webhook = {"url": "http://127.0.0.1:9/in", "events": ["call.ended"], "secret": "s" * 16}
+    webhook_id = call("post", "/api/v1/webhooks", webhook)["id"]
+    call("get", "/api/v1/webhooks")
+    call("get", "/api/v1/webhooks/{webhook_id}", webhook_id=webhook_id)
+    call(
+        "patch",
+        "/api/v1/webhooks/{webhook_id}",
+        {"events": ["call.started"]},
+        webhook_id=webhook_id,
+    )
+    delivery = call("post", "/api/v1/webhooks/{webhook_id}/test", webhook_id=webhook_id)
+    call("get", "/api/v1/webhooks/{webhook_id}/deliveries", webhook_id=webhook_id)
+    retry = "/api/v1/webhooks/deliveries/{delivery_id}/retry"
+    call("post", retry, delivery_id=delivery["id"])
+    runtime = {"auth": runtime_headers}
+    started = {"did": number.display_number, "callerNumber": "+6281234567"}
+    call_id = call("post", "/internal/v1/calls", started, **runtime)["id"]
+    call("get", "/api/v1/calls")
+    call("get", "/api/v1/calls/{call_id}", call_id=call_id)
+    steps = [
+        ("answered", {}),
+        ("transcript", {"transcriptSummary": "Fine."}),
+        ("function-calls", {"functionName": "nothing"}),
+        ("ended", end_body()),
+    ]
+    for step, body in steps:
+        call("post", "/internal/v1/calls/{call_id}/" + step, body, call_id=call_id, **runtime)
+    call("get", "/api/v1/calls/{call_id}", call_id=call_id)
+    call("get", "/api/v1/credits")
+    call("get", "/api/v1/credits/transactions")
+    call("get", "/healthz", auth={})
+    call("get", "/readyz", auth={})
+
+
+UPDATES = [
+    (
+        "/api/v1/agents",
+        {
+            "name": "Sales",
+            "systemPrompt": "Sell.",
+            "voiceId": "Kore",
+            "greetingText": "Halo!",
+            "language": "en-US",
+            "maxCallDurationMinutes": 30,
+            "toolsEnabled": ["transfer_call"],
+            "isActive": False,
+            "escalationNumber": "+6281234567",
+        },
+        {"name": "Renamed"},
+    ),
+    (
+        "/api/v1/webhooks",
+        {"url": "http://127.0.0.1:9/in", "events": ["call.ended"], "secret": "s" * 16},
+        {"url": "http://127.0.0.1:9/moved"},
+    ),
+]
+
+
+@pytest.mark.parametrize("collection, record, change", UPDATES)
+def test_patch_built_from_the_document_changes_only_the_given_field(
+    client, headers, collection, record, change
+):
+    """The body a generated client sends: the update schema's defaults and the one field."""
+    document = spec(client)
+    item = next(path for path in document["paths"] if re.fullmatch(collection + "/{\\w+}", path))
+    body = document["paths"][item]["patch"]["requestBody"]["content"]["application/json"]
+    schema = resolve(document, body["schema"])
+    sent = {
+        name: prop["default"] for name, prop in schema["properties"].items() if "default" in prop
+    }
+    before = client.post(collection, json=record, headers=headers).json
+    response = client.patch(
+        f"{collection}/{before['id']}", json={**sent, **change}, headers=headers
+    )
+    assert response.status_code == 200, response.json
+    after = response.json
+    changed = {name for name in after if after[name] != before[name]}
+    assert changed - {"updatedAt"} == set(change)

@@ -24,7 +24,7 @@ class HealthSchema(Schema):
 @blp.route("/healthz")
 class Health(MethodView):
     @blp.response(200, HealthSchema)
-    @blp.doc(security=[])
+    @blp.doc(operationId="getHealth", security=[])
     def get(self):
         """The process is up"""
         return {"status": "ok"}
@@ -34,7 +34,7 @@ class Health(MethodView):
 class Ready(MethodView):
     @blp.response(200, HealthSchema)
     @blp.alt_response(503, schema=HealthSchema, description="A dependency is unreachable.")
-    @blp.doc(security=[])
+    @blp.doc(operationId="getReadiness", security=[])
     def get(self):
         """The database and, when configured, Redis answer"""
         checks = {}

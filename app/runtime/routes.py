@@ -46,6 +46,7 @@ class RuntimeCalls(MethodView):
         description="no_agent (no active number or agent) or no_credits (balance at or below "
         "zero): the call is recorded as failed and details.callId names it.",
     )
+    @blp.doc(operationId="startCall")
     def post(self, fields):
         """Report a new call and get its session
 
@@ -61,6 +62,7 @@ class RuntimeCallAnswered(MethodView):
     @blp.response(200, CallDetailSchema)
     @blp.alt_response(409, schema=ErrorSchema, description=ILLEGAL)
     @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="answerCall")
     def post(self, fields, call_id):
         """Report that the agent answered
 
@@ -75,6 +77,7 @@ class RuntimeCallTranscript(MethodView):
     @blp.arguments(TranscriptSchema())
     @blp.response(200, CallDetailSchema)
     @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="addCallTranscript")
     def post(self, fields, call_id):
         """Report the call's transcript summary
 
@@ -89,6 +92,7 @@ class RuntimeCallEnded(MethodView):
     @blp.response(200, CallDetailSchema)
     @blp.alt_response(409, schema=ErrorSchema, description=ILLEGAL)
     @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="endCall")
     def post(self, fields, call_id):
         """Report that the call ended
 
@@ -107,6 +111,7 @@ class RuntimeFunctionCalls(MethodView):
         409, schema=ErrorSchema, description="call_not_active: the call has already ended."
     )
     @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="invokeFunction")
     def post(self, fields, call_id):
         """Run one of the agent's functions
 

@@ -41,30 +41,42 @@ class CallStartSchema(Schema):
 
 
 class FunctionSpecSchema(Schema):
-    name = fields.String(metadata={"description": "Function name."})
-    description = fields.String(metadata={"description": "What the function does, for the AI."})
-    parameters = fields.Dict(metadata={"description": "JSON Schema of its parameters."})
+    name = fields.String(required=True, metadata={"description": "Function name."})
+    description = fields.String(
+        required=True, metadata={"description": "What the function does, for the AI."}
+    )
+    parameters = fields.Dict(
+        required=True, metadata={"description": "JSON Schema of its parameters."}
+    )
 
 
 class SessionSchema(Schema):
-    agent_id = fields.String(data_key="agentId", metadata={"description": "The agent."})
+    agent_id = fields.String(
+        data_key="agentId", required=True, metadata={"description": "The agent."}
+    )
     system_prompt = fields.String(
-        data_key="systemPrompt", metadata={"description": "Instructions for the AI."}
+        data_key="systemPrompt", required=True, metadata={"description": "Instructions for the AI."}
     )
-    voice_id = fields.String(data_key="voiceId", metadata={"description": "Voice to speak with."})
+    voice_id = fields.String(
+        data_key="voiceId", required=True, metadata={"description": "Voice to speak with."}
+    )
     greeting_text = fields.String(
-        data_key="greetingText", metadata={"description": "What to say on answering."}
+        data_key="greetingText",
+        required=True,
+        metadata={"description": "What to say on answering."},
     )
-    language = fields.String(metadata={"description": "BCP 47 language tag."})
+    language = fields.String(required=True, metadata={"description": "BCP 47 language tag."})
     escalation_number = fields.String(
         data_key="escalationNumber",
+        required=True,
         allow_none=True,
         metadata={"description": "Where to transfer to a human, or null."},
     )
-    tools_enabled = fields.List(fields.String(), data_key="toolsEnabled")
-    functions = fields.List(fields.Nested(FunctionSpecSchema))
+    tools_enabled = fields.List(fields.String(), data_key="toolsEnabled", required=True)
+    functions = fields.List(fields.Nested(FunctionSpecSchema), required=True)
     max_call_duration_seconds = fields.Integer(
         data_key="maxCallDurationSeconds",
+        required=True,
         metadata={"description": "Hang up after this: min(agent limit, balance) in seconds."},
     )
 

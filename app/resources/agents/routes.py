@@ -20,12 +20,14 @@ blp = TenantBlueprint(
 @blp.route("")
 class Agents(MethodView):
     @blp.response(200, AgentListSchema)
+    @blp.doc(operationId="listAgents")
     def get(self):
         """List agents"""
         return {"agents": agent_service.list_agents(tenant=current_tenant())}
 
     @blp.arguments(AgentCreateSchema)
     @blp.response(201, AgentSchema)
+    @blp.doc(operationId="createAgent")
     def post(self, fields):
         """Create an agent"""
         return agent_service.create_agent(tenant=current_tenant(), **fields)
@@ -35,6 +37,7 @@ class Agents(MethodView):
 class AgentsById(MethodView):
     @blp.response(200, AgentSchema)
     @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="getAgent")
     def get(self, agent_id):
         """Get an agent"""
         return agent_service.get_agent(tenant=current_tenant(), agent_id=agent_id)
@@ -42,12 +45,14 @@ class AgentsById(MethodView):
     @blp.arguments(AgentUpdateSchema(partial=True))
     @blp.response(200, AgentSchema)
     @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="updateAgent")
     def patch(self, fields, agent_id):
         """Update an agent"""
         return agent_service.update_agent(tenant=current_tenant(), agent_id=agent_id, **fields)
 
     @blp.response(204)
     @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="deleteAgent")
     def delete(self, agent_id):
         """Delete an agent"""
         agent_service.delete_agent(tenant=current_tenant(), agent_id=agent_id)

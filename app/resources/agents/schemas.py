@@ -1,4 +1,9 @@
-"""Agent schemas: SPEC.md's fields in camelCase, DESIGN.md section 3's rules."""
+"""Agent schemas: SPEC.md's fields in camelCase, DESIGN.md section 3's rules.
+
+Requests and responses have schemas of their own: a create body needs name and systemPrompt,
+an update body needs nothing and has no defaults (a client sends a body schema's defaults,
+which would overwrite the fields a PATCH leaves out), and a response carries every field.
+"""
 
 from marshmallow import fields, validate
 
@@ -11,8 +16,10 @@ E164 = r"^\+[1-9]\d{6,14}$"
 TOOL_NAME = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
 
 
-class AgentSchema(Schema):
-    id = fields.String(dump_only=True, metadata={"description": "agent_…", "example": "agent_x"})
+class AgentCreateSchema(Schema):
+    """Body of POST /agents: name and systemPrompt; a field left out takes the agent's default
+    (app.models.Agent), given in its description."""
+
     name = fields.String(
         required=True, validate=validate.Length(1, 100), metadata={"description": "Display name."}
     )
@@ -24,58 +31,101 @@ class AgentSchema(Schema):
     )
     voice_id = fields.String(
         data_key="voiceId",
-        load_default="Puck",
         validate=validate.OneOf(VOICES),
-        metadata={"description": "One of Puck, Charon, Kore, Fenrir, Aoede.", "enum": VOICES},
+        metadata={
+            "description": "One of Puck, Charon, Kore, Fenrir, Aoede (Puck for a new agent).",
+            "enum": VOICES,
+        },
     )
     greeting_text = fields.String(
         data_key="greetingText",
-        load_default="",
         validate=validate.Length(max=2_000),
-        metadata={"description": "What the agent says when it answers."},
+        metadata={"description": "What the agent says when it answers (empty for a new agent)."},
     )
     language = fields.String(
-        load_default="id",
         validate=validate.Regexp(LANGUAGE, error="Must be a language tag such as id or en-US."),
-        metadata={"description": "BCP 47 language tag; default id (Bahasa Indonesia)."},
+        metadata={"description": "BCP 47 language tag (id, Bahasa Indonesia, for a new agent)."},
     )
     max_call_duration_minutes = StrictInteger(
         data_key="maxCallDurationMinutes",
-        load_default=10,
         validate=validate.Range(1, 120),
-        metadata={"description": "Calls are cut off after this many minutes (1–120)."},
+        metadata={
+            "description": "Calls are cut off after this many minutes (1–120; 10 for a new agent)."
+        },
     )
     tools_enabled = fields.List(
         fields.String(validate=validate.Regexp(TOOL_NAME, error="Not a valid tool name.")),
         data_key="toolsEnabled",
-        load_default=list,
         validate=[validate.Length(max=64), unique_items],
-        metadata={"description": "Names of the tools enabled for the agent.", "uniqueItems": True},
+        metadata={
+            "description": "Names of the tools enabled for the agent (none for a new agent).",
+            "uniqueItems": True,
+        },
     )
     is_active = StrictBoolean(
         data_key="isActive",
-        load_default=True,
-        metadata={"description": "An inactive agent does not answer calls."},
+        metadata={"description": "An inactive agent does not answer calls (true for a new agent)."},
     )
     escalation_number = fields.String(
         data_key="escalationNumber",
-        load_default=None,
         allow_none=True,
         validate=validate.Regexp(
             E164, error="Must be an international number such as +6281234567."
         ),
+        metadata={"description": "Number for human escalation (E.164), or null (the default)."},
+    )
+
+
+class AgentUpdateSchema(AgentCreateSchema):
+    """Body of PATCH /agents/:id, loaded with partial=True: any subset of the writable fields;
+    a field left out keeps its value."""
+
+
+class AgentSchema(Schema):
+    """An agent in a response: every field, always."""
+
+    id = fields.String(required=True, metadata={"description": "agent_…", "example": "agent_x"})
+    name = fields.String(required=True, metadata={"description": "Display name."})
+    system_prompt = fields.String(
+        data_key="systemPrompt",
+        required=True,
+        metadata={"description": "Instructions and persona for the AI."},
+    )
+    voice_id = fields.String(
+        data_key="voiceId",
+        required=True,
+        metadata={"description": "One of Puck, Charon, Kore, Fenrir, Aoede.", "enum": VOICES},
+    )
+    greeting_text = fields.String(
+        data_key="greetingText",
+        required=True,
+        metadata={"description": "What the agent says when it answers."},
+    )
+    language = fields.String(required=True, metadata={"description": "BCP 47 language tag."})
+    max_call_duration_minutes = fields.Integer(
+        data_key="maxCallDurationMinutes",
+        required=True,
+        metadata={"description": "Calls are cut off after this many minutes."},
+    )
+    tools_enabled = fields.List(
+        fields.String(),
+        data_key="toolsEnabled",
+        required=True,
+        metadata={"description": "Names of the tools enabled for the agent."},
+    )
+    is_active = fields.Boolean(
+        data_key="isActive",
+        required=True,
+        metadata={"description": "An inactive agent does not answer calls."},
+    )
+    escalation_number = fields.String(
+        data_key="escalationNumber",
+        required=True,
+        allow_none=True,
         metadata={"description": "Number for human escalation (E.164), or null."},
     )
-    created_at = Timestamp(data_key="createdAt", dump_only=True)
-    updated_at = Timestamp(data_key="updatedAt", dump_only=True)
-
-
-class AgentCreateSchema(AgentSchema):
-    """Body of POST /agents."""
-
-
-class AgentUpdateSchema(AgentSchema):
-    """Body of PATCH /agents/:id: any subset of the writable fields."""
+    created_at = Timestamp(data_key="createdAt", required=True)
+    updated_at = Timestamp(data_key="updatedAt", required=True)
 
 
 class AgentListSchema(Schema):

@@ -18,6 +18,7 @@ QUERY_ARGS = CallQueryArgsSchema()
 class Calls(MethodView):
     @blp.arguments(QUERY_ARGS, location="query")
     @blp.response(200, CallListSchema)
+    @blp.doc(operationId="listCalls")
     def get(self, args):
         """List calls
 
@@ -33,6 +34,7 @@ class Calls(MethodView):
 class CallsById(MethodView):
     @blp.response(200, CallDetailSchema)
     @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="getCall")
     def get(self, call_id):
         """Get a call"""
         return call_service.get_call(tenant=current_tenant(), call_id=call_id)

@@ -8,62 +8,80 @@ from app.services.calls import DIRECTIONS, STATUSES
 
 
 class CallSchema(Schema):
-    id = fields.String(metadata={"description": "call_…"})
+    id = fields.String(required=True, metadata={"description": "call_…"})
     phone_number_id = fields.String(
-        data_key="phoneNumberId", allow_none=True, metadata={"description": "pn_… it came in on."}
+        data_key="phoneNumberId",
+        required=True,
+        allow_none=True,
+        metadata={"description": "pn_… it came in on."},
     )
     agent_id = fields.String(
         data_key="agentId",
+        required=True,
         allow_none=True,
         metadata={"description": "agent_… that took it (null when no agent was assigned)."},
     )
     caller_number = fields.String(
-        data_key="callerNumber", metadata={"description": "International format."}
+        data_key="callerNumber", required=True, metadata={"description": "International format."}
     )
     callee_number = fields.String(
-        data_key="calleeNumber", metadata={"description": "International format."}
+        data_key="calleeNumber", required=True, metadata={"description": "International format."}
     )
-    direction = fields.String(metadata={"description": "inbound or outbound.", "enum": DIRECTIONS})
+    direction = fields.String(
+        required=True, metadata={"description": "inbound or outbound.", "enum": DIRECTIONS}
+    )
     status = fields.String(
-        metadata={"description": "ringing, answered, ended, dropped or failed.", "enum": STATUSES}
+        required=True,
+        metadata={"description": "ringing, answered, ended, dropped or failed.", "enum": STATUSES},
     )
-    started_at = Timestamp(data_key="startedAt")
-    ended_at = Timestamp(data_key="endedAt", allow_none=True)
+    started_at = Timestamp(data_key="startedAt", required=True)
+    ended_at = Timestamp(data_key="endedAt", required=True, allow_none=True)
     duration_seconds = fields.Integer(
-        data_key="durationSeconds", allow_none=True, metadata={"description": "Null until it ends."}
+        data_key="durationSeconds",
+        required=True,
+        allow_none=True,
+        metadata={"description": "Null until it ends."},
     )
     talk_time_seconds = fields.Integer(
         data_key="talkTimeSeconds",
+        required=True,
         allow_none=True,
         metadata={"description": "Seconds of conversation; null until it ends."},
     )
     hangup_reason = fields.String(
         data_key="hangupReason",
+        required=True,
         allow_none=True,
         metadata={"description": "e.g. normal; no_agent or no_credits when it was refused."},
     )
     transcript_summary = fields.String(
         data_key="transcriptSummary",
+        required=True,
         allow_none=True,
         metadata={"description": "Summary of the conversation, once the runtime sent it."},
     )
     ai_cost_idr = fields.Integer(
         data_key="aiCostIdr",
+        required=True,
         allow_none=True,
         metadata={"description": "AI cost of the call in IDR; null until it ends."},
     )
-    metadata = fields.Dict(metadata={"description": "Free-form object from the runtime."})
+    metadata = fields.Dict(
+        required=True, metadata={"description": "Free-form object from the runtime."}
+    )
 
 
 class CallDetailSchema(CallSchema):
-    answered_at = Timestamp(data_key="answeredAt", allow_none=True)
+    answered_at = Timestamp(data_key="answeredAt", required=True, allow_none=True)
     hangup_initiator = fields.String(
         data_key="hangupInitiator",
+        required=True,
         allow_none=True,
         metadata={"description": "Who hung up, e.g. caller, agent or system."},
     )
     billed_minutes = fields.Integer(
         data_key="billedMinutes",
+        required=True,
         allow_none=True,
         metadata={
             "description": "Minutes charged: ceil(talkTimeSeconds / 60); null until it ends."
@@ -71,6 +89,7 @@ class CallDetailSchema(CallSchema):
     )
     function_calls_count = fields.Integer(
         data_key="functionCalls",
+        required=True,
         metadata={"description": "How many functions the AI invoked during the call."},
     )
 

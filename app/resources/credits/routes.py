@@ -19,6 +19,7 @@ blp = TenantBlueprint(
 @blp.route("")
 class Credits(MethodView):
     @blp.response(200, CreditBalanceSchema)
+    @blp.doc(operationId="getCredits")
     def get(self):
         """Get the credit balance"""
         return billing.get_balance(tenant=current_tenant())
@@ -28,6 +29,7 @@ class Credits(MethodView):
 class CreditTransactions(MethodView):
     @blp.arguments(CreditTransactionQueryArgsSchema, location="query")
     @blp.response(200, CreditTransactionListSchema)
+    @blp.doc(operationId="listCreditTransactions")
     def get(self, args):
         """List credit transactions
 

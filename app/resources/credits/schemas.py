@@ -10,6 +10,7 @@ from app.services.billing import TRANSACTION_TYPES
 class CreditBalanceSchema(Schema):
     balance_minutes = fields.Integer(
         data_key="balanceMinutes",
+        required=True,
         metadata={"description": "Minutes left; below zero only after a call's final charge."},
     )
     reserved_minutes = fields.Integer(
@@ -24,34 +25,47 @@ class CreditBalanceSchema(Schema):
         },
     )
     lifetime_purchased_minutes = fields.Integer(
-        data_key="lifetimePurchasedMinutes", metadata={"description": "All minutes purchased."}
+        data_key="lifetimePurchasedMinutes",
+        required=True,
+        metadata={"description": "All minutes purchased."},
     )
     lifetime_used_minutes = fields.Integer(
-        data_key="lifetimeUsedMinutes", metadata={"description": "All minutes charged for calls."}
+        data_key="lifetimeUsedMinutes",
+        required=True,
+        metadata={"description": "All minutes charged for calls."},
     )
     low_balance_threshold = fields.Integer(
         data_key="lowBalanceThresholdMinutes",
+        required=True,
         metadata={"description": "credits.low fires when a charge takes the balance below it."},
     )
 
 
 class CreditTransactionSchema(Schema):
-    id = fields.String(metadata={"description": "ctx_…"})
+    id = fields.String(required=True, metadata={"description": "ctx_…"})
     type = fields.String(
+        required=True,
         metadata={
             "description": "purchase, usage, adjustment or refund.",
             "enum": TRANSACTION_TYPES,
-        }
+        },
     )
-    minutes = fields.Integer(metadata={"description": "Signed: usage is negative."})
+    minutes = fields.Integer(required=True, metadata={"description": "Signed: usage is negative."})
     balance_after = fields.Integer(
-        data_key="balanceAfter", metadata={"description": "The balance after this movement."}
+        data_key="balanceAfter",
+        required=True,
+        metadata={"description": "The balance after this movement."},
     )
     call_id = fields.String(
-        data_key="callId", allow_none=True, metadata={"description": "The charged call, or null."}
+        data_key="callId",
+        required=True,
+        allow_none=True,
+        metadata={"description": "The charged call, or null."},
     )
-    description = fields.String(metadata={"description": "What the movement was for."})
-    created_at = Timestamp(data_key="createdAt")
+    description = fields.String(
+        required=True, metadata={"description": "What the movement was for."}
+    )
+    created_at = Timestamp(data_key="createdAt", required=True)
 
 
 class CreditTransactionListSchema(Schema):

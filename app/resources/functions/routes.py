@@ -24,6 +24,7 @@ blp = TenantBlueprint(
 class Functions(MethodView):
     @blp.response(200, FunctionListSchema)
     @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="listFunctions")
     def get(self, agent_id):
         """List an agent's functions"""
         tenant = current_tenant()
@@ -33,6 +34,7 @@ class Functions(MethodView):
     @blp.response(201, FunctionCreatedSchema)
     @blp.alt_response(409, schema=ErrorSchema, description="The agent has a function of that name.")
     @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="createFunction")
     def post(self, fields, agent_id):
         """Define a function on an agent"""
         return function_service.create_function(
@@ -44,6 +46,7 @@ class Functions(MethodView):
 class FunctionsByName(MethodView):
     @blp.response(204)
     @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="deleteFunction")
     def delete(self, agent_id, name):
         """Delete a function"""
         function_service.delete_function(tenant=current_tenant(), agent_id=agent_id, name=name)

@@ -66,7 +66,9 @@ def at_most_64(properties: dict[str, Any]) -> None:
         raise ValidationError("At most 64 parameters.")
 
 
-class ParametersSchema(Schema):
+class ParametersCreateSchema(Schema):
+    """The parameters of a new function: properties and required may be left out (none)."""
+
     type = fields.String(
         required=True,
         validate=validate.Equal("object", error="Must be object."),
@@ -105,7 +107,9 @@ class ParametersSchema(Schema):
             raise ValidationError("Items must be unique.", "required")
 
 
-class FunctionSchema(Schema):
+class FunctionCreateSchema(Schema):
+    """Body of POST /agents/:id/functions."""
+
     name = fields.String(
         required=True,
         validate=validate.Regexp(NAME, error="Letters, digits and _, not starting with a digit."),
@@ -131,14 +135,10 @@ class FunctionSchema(Schema):
         },
     )
     parameters = fields.Nested(
-        ParametersSchema,
+        ParametersCreateSchema,
         required=True,
         metadata={"description": "JSON-Schema-like object describing the parameters."},
     )
-    created_at = Timestamp(data_key="createdAt", dump_only=True)
-
-
-class FunctionCreateSchema(FunctionSchema):
     secret = fields.String(
         load_only=True,
         validate=validate.Length(16, 256),
@@ -148,10 +148,55 @@ class FunctionCreateSchema(FunctionSchema):
     )
 
 
+class ParametersSchema(Schema):
+    """A function's parameters in a response: every field, always."""
+
+    type = fields.String(
+        required=True, metadata={"description": "Always object.", "enum": ["object"]}
+    )
+    properties = fields.Dict(
+        keys=fields.String(),
+        values=fields.Nested(PropertySchema),
+        required=True,
+        dump_default=dict,
+        metadata={"description": "Parameter name to {type, description}."},
+    )
+    required = fields.List(
+        fields.String(),
+        required=True,
+        dump_default=list,
+        metadata={"description": "Names of the parameters the AI must always pass."},
+    )
+
+
+class FunctionSchema(Schema):
+    """A function in a response: every field, always, and never the signing secret."""
+
+    name = fields.String(required=True, metadata={"description": "Unique per agent."})
+    description = fields.String(
+        required=True, metadata={"description": "Tells the AI what the function does."}
+    )
+    endpoint = fields.String(
+        required=True, metadata={"description": "The URL that the service calls."}
+    )
+    method = fields.String(
+        required=True,
+        metadata={"description": "The HTTP method of the calls.", "enum": METHODS},
+    )
+    parameters = fields.Nested(
+        ParametersSchema,
+        required=True,
+        metadata={"description": "JSON-Schema-like object describing the parameters."},
+    )
+    created_at = Timestamp(data_key="createdAt", required=True)
+
+
 class FunctionCreatedSchema(FunctionSchema):
+    """A function just created: the only response that shows its signing secret."""
+
     signing_secret = fields.String(
         data_key="signingSecret",
-        dump_only=True,
+        required=True,
         metadata={
             "description": "Key of the X-Service-Signature HMAC on invocations. Shown only here."
         },

@@ -22,6 +22,7 @@ blp = TenantBlueprint(
 @blp.route("")
 class PhoneNumbers(MethodView):
     @blp.response(200, PhoneNumberListSchema)
+    @blp.doc(operationId="listPhoneNumbers")
     def get(self):
         """List phone numbers"""
         return {"phone_numbers": number_service.list_numbers(tenant=current_tenant())}
@@ -32,6 +33,7 @@ class AssignAgent(MethodView):
     @blp.arguments(AssignAgentSchema)
     @blp.response(200, PhoneNumberSchema)
     @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="assignAgent")
     def post(self, fields, number_id):
         """Assign an agent to a phone number"""
         return number_service.assign_agent(

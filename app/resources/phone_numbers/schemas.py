@@ -7,25 +7,30 @@ from app.resources.fields import Timestamp
 
 
 class PhoneNumberSchema(Schema):
-    id = fields.String(dump_only=True, metadata={"description": "pn_…"})
+    id = fields.String(dump_only=True, required=True, metadata={"description": "pn_…"})
     display_number = fields.String(
         data_key="displayNumber",
         dump_only=True,
+        required=True,
         metadata={"description": "International format with a leading +."},
     )
-    label = fields.String(dump_only=True, metadata={"description": "Free-text label."})
+    label = fields.String(
+        dump_only=True, required=True, metadata={"description": "Free-text label."}
+    )
     is_active = fields.Boolean(
         data_key="isActive",
         dump_only=True,
+        required=True,
         metadata={"description": "An inactive number does not take calls."},
     )
     agent_id = fields.String(
         data_key="agentId",
         dump_only=True,
+        required=True,
         allow_none=True,
         metadata={"description": "The assigned agent, or null."},
     )
-    created_at = Timestamp(data_key="createdAt", dump_only=True)
+    created_at = Timestamp(data_key="createdAt", dump_only=True, required=True)
 
 
 class PhoneNumberListSchema(Schema):

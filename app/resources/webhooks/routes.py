@@ -30,12 +30,14 @@ DISABLED = "The webhook is disabled: enable it (PATCH isActive true) first."
 @blp.route("")
 class Webhooks(MethodView):
     @blp.response(200, WebhookListSchema)
+    @blp.doc(operationId="listWebhooks")
     def get(self):
         """List webhooks"""
         return {"webhooks": webhook_service.list_webhooks(tenant=current_tenant())}
 
     @blp.arguments(WebhookCreateSchema)
     @blp.response(201, WebhookSchema)
+    @blp.doc(operationId="createWebhook")
     def post(self, fields):
         """Register a webhook"""
         return webhook_service.create_webhook(tenant=current_tenant(), **fields)
@@ -45,6 +47,7 @@ class Webhooks(MethodView):
 class WebhooksById(MethodView):
     @blp.response(200, WebhookSchema)
     @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="getWebhook")
     def get(self, webhook_id):
         """Get a webhook"""
         return webhook_service.get_webhook(tenant=current_tenant(), webhook_id=webhook_id)
@@ -52,6 +55,7 @@ class WebhooksById(MethodView):
     @blp.arguments(WebhookUpdateSchema(partial=True))
     @blp.response(200, WebhookSchema)
     @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="updateWebhook")
     def patch(self, fields, webhook_id):
         """Update a webhook"""
         return webhook_service.update_webhook(
@@ -60,6 +64,7 @@ class WebhooksById(MethodView):
 
     @blp.response(204)
     @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="deleteWebhook")
     def delete(self, webhook_id):
         """Delete a webhook and its delivery log"""
         webhook_service.delete_webhook(tenant=current_tenant(), webhook_id=webhook_id)
@@ -70,6 +75,7 @@ class WebhookDeliveries(MethodView):
     @blp.arguments(DeliveryQueryArgsSchema, location="query")
     @blp.response(200, DeliveryListSchema)
     @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="listDeliveries")
     def get(self, args, webhook_id):
         """List a webhook's deliveries, newest first, with every attempt"""
         webhook = webhook_service.get_webhook(tenant=current_tenant(), webhook_id=webhook_id)
@@ -82,6 +88,7 @@ class WebhookTest(MethodView):
     @blp.response(202, DeliverySchema)
     @blp.alt_response(409, schema=ErrorSchema, description=DISABLED)
     @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="testWebhook")
     def post(self, webhook_id):
         """Send a signed webhook.test event to this webhook only"""
         return webhook_service.send_test(tenant=current_tenant(), webhook_id=webhook_id)
@@ -92,6 +99,7 @@ class DeliveryRetry(MethodView):
     @blp.response(202, DeliverySchema)
     @blp.alt_response(409, schema=ErrorSchema, description=DISABLED)
     @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="retryDelivery")
     def post(self, delivery_id):
         """Send a delivery again now"""
         delivery = delivery_service.retry(tenant=current_tenant(), delivery_id=delivery_id)

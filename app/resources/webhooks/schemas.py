@@ -8,8 +8,9 @@ from app.services.deliveries import STATUSES
 from app.services.events import EVENT_TYPES
 
 
-class WebhookSchema(Schema):
-    id = fields.String(dump_only=True, metadata={"description": "wh_…"})
+class WebhookCreateSchema(Schema):
+    """Body of POST /webhooks: url, events, secret."""
+
     url = ReceiverUrl(
         "Receiver address: https, at most 2,048 characters, no user info, a host that is an "
         "IP address or a valid host name (labels of 1 to 63 characters, 253 in all), not a "
@@ -29,40 +30,58 @@ class WebhookSchema(Schema):
         required=True,
         load_only=True,
         validate=validate.Length(16, 256),
-        metadata={"description": "Shared secret that signs deliveries (16–256 characters)."},
+        metadata={
+            "description": "Shared secret that signs deliveries (16–256 characters); "
+            "never returned."
+        },
     )
+
+
+class WebhookUpdateSchema(WebhookCreateSchema):
+    """Body of PATCH /webhooks/:id, loaded with partial=True: any of url, events, secret,
+    isActive; a field left out keeps its value."""
+
     is_active = StrictBoolean(
         data_key="isActive",
         metadata={"description": "An inactive webhook receives nothing; true re-enables it."},
     )
+
+
+class WebhookSchema(Schema):
+    """A webhook in a response: every field, always, and never the secret."""
+
+    id = fields.String(required=True, metadata={"description": "wh_…"})
+    url = fields.String(required=True, metadata={"description": "Receiver address."})
+    events = fields.List(
+        fields.String(metadata={"enum": EVENT_TYPES}),
+        required=True,
+        metadata={"description": "Event names it receives."},
+    )
+    is_active = fields.Boolean(
+        data_key="isActive",
+        required=True,
+        metadata={"description": "An inactive webhook receives nothing."},
+    )
     secret_hint = fields.Function(
         lambda webhook: webhook.secret[-4:],
         data_key="secretHint",
-        dump_only=True,
-        metadata={"description": "The last 4 characters of the secret (it is never returned)."},
+        required=True,
+        metadata={
+            "type": "string",
+            "description": "The last 4 characters of the secret (it is never returned).",
+        },
     )
     disabled_reason = fields.String(
         data_key="disabledReason",
-        dump_only=True,
+        required=True,
         allow_none=True,
         metadata={
             "description": "Why the service disabled the webhook (410 Gone, or 5 days "
             "of failures), or null."
         },
     )
-    created_at = Timestamp(data_key="createdAt", dump_only=True)
-    updated_at = Timestamp(data_key="updatedAt", dump_only=True)
-
-
-class WebhookCreateSchema(WebhookSchema):
-    """Body of POST /webhooks: url, events, secret."""
-
-    class Meta(Schema.Meta):
-        exclude = ("is_active",)
-
-
-class WebhookUpdateSchema(WebhookSchema):
-    """Body of PATCH /webhooks/:id: any of url, events, secret, isActive."""
+    created_at = Timestamp(data_key="createdAt", required=True)
+    updated_at = Timestamp(data_key="updatedAt", required=True)
 
 
 class WebhookListSchema(Schema):
@@ -70,71 +89,89 @@ class WebhookListSchema(Schema):
 
 
 class DeliveryAttemptSchema(Schema):
-    number = fields.Integer(metadata={"description": "1-based; the X-Service-Attempt header."})
-    attempted_at = Timestamp(data_key="attemptedAt")
+    number = fields.Integer(
+        required=True, metadata={"description": "1-based; the X-Service-Attempt header."}
+    )
+    attempted_at = Timestamp(data_key="attemptedAt", required=True)
     status_code = fields.Integer(
         data_key="statusCode",
+        required=True,
         allow_none=True,
         metadata={"description": "The receiver's HTTP status, or null when it did not answer."},
     )
     duration_ms = fields.Integer(
-        data_key="durationMs", metadata={"description": "How long the attempt took."}
+        data_key="durationMs", required=True, metadata={"description": "How long the attempt took."}
     )
     error = fields.String(
-        allow_none=True, metadata={"description": "Why the attempt failed, or null."}
+        required=True,
+        allow_none=True,
+        metadata={"description": "Why the attempt failed, or null."},
     )
     response_excerpt = fields.String(
         data_key="responseExcerpt",
+        required=True,
         allow_none=True,
         metadata={"description": "The first 2 KiB of the receiver's answer."},
     )
 
 
 class DeliverySchema(Schema):
-    id = fields.String(metadata={"description": "dlv_…; the X-Service-Delivery-Id header."})
-    webhook_id = fields.String(data_key="webhookId", metadata={"description": "wh_…"})
+    id = fields.String(
+        required=True, metadata={"description": "dlv_…; the X-Service-Delivery-Id header."}
+    )
+    webhook_id = fields.String(
+        data_key="webhookId", required=True, metadata={"description": "wh_…"}
+    )
     event_id = fields.String(
         data_key="eventId",
+        required=True,
         metadata={"description": "evt_…; the X-Service-Event-Id and webhook-id headers."},
     )
-    event = fields.Function(
-        lambda delivery: delivery.event.type, metadata={"description": "The event name."}
+    event = fields.String(
+        attribute="event.type", required=True, metadata={"description": "The event name."}
     )
     status = fields.String(
+        required=True,
         metadata={
             "description": "pending (not yet delivered, maybe retrying), succeeded or failed.",
             "enum": STATUSES,
-        }
+        },
     )
     attempt_count = fields.Integer(
         attribute="attempts",
         data_key="attemptCount",
+        required=True,
         metadata={"description": "Attempts made so far (at most 8 on the automatic schedule)."},
     )
     next_attempt_at = Timestamp(
         data_key="nextAttemptAt",
+        required=True,
         allow_none=True,
         metadata={"description": "When the next attempt is due, or null when settled."},
     )
     last_status_code = fields.Integer(
         data_key="lastStatusCode",
+        required=True,
         allow_none=True,
         metadata={"description": "The receiver's status at the last attempt, or null."},
     )
     last_error = fields.String(
         data_key="lastError",
+        required=True,
         allow_none=True,
         metadata={"description": "Why the last attempt failed, or null."},
     )
-    created_at = Timestamp(data_key="createdAt")
+    created_at = Timestamp(data_key="createdAt", required=True)
     completed_at = Timestamp(
         data_key="completedAt",
+        required=True,
         allow_none=True,
         metadata={"description": "When it succeeded or failed for good, or null."},
     )
     attempts = fields.List(
         fields.Nested(DeliveryAttemptSchema),
         attribute="attempt_list",
+        required=True,
         metadata={"description": "Every attempt, oldest first."},
     )
 

@@ -1,0 +1,260 @@
+"""A Python client generated from the served OpenAPI document, against a real server.
+
+openapi-python-client generates the client from /api/v1/openapi.json as gunicorn serves it
+on 127.0.0.1; the client then runs every tenant resource: agents, phone numbers, calls (made
+through the runtime API with plain requests), credits, webhooks with their deliveries (sent
+by a real worker to a real receiver) and functions. It raises on any status the document
+does not list, and every answer must parse into its model.
+"""
+
+import datetime
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+
+from app.models import Delivery
+from app.services import billing
+from app.services import phone_numbers as number_service
+from tests.call_flow import CALLER, RUNTIME, end_body
+from tests.conftest import DID, RUNTIME_TOKEN
+from tests.receiver import Receiver
+from tests.workers import rq_config, wait_until
+
+pytestmark = pytest.mark.slow
+
+PACKAGE = "voice_agent_client"
+BIN = Path(sys.executable).parent
+SECRET = "generated-client-secret"
+
+
+@pytest.fixture
+def app_config(app_config, redis_url, redis_client):
+    return rq_config(app_config, redis_url)
+
+
+@pytest.fixture
+def server(workers):
+    """gunicorn and a webhooks worker on the test's database; the server's base URL."""
+    base_url = workers.start_web(workers=1, RUNTIME_TOKEN=RUNTIME_TOKEN)
+    workers.start(queues=("webhooks",))
+    return base_url
+
+
+@pytest.fixture
+def sdk(server, tmp_path, monkeypatch):
+    """The client package generated from the document the server serves, imported."""
+    response = requests.get(f"{server}/api/v1/openapi.json", timeout=10)
+    assert response.status_code == 200
+    document = tmp_path / "openapi.json"
+    document.write_bytes(response.content)
+    # The generator formats its output with ruff, run from PATH: the venv's own.
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    generated = subprocess.run(
+        [BIN / "openapi-python-client", "generate", "--path", document,
+         "--output-path", tmp_path / PACKAGE, "--meta", "none", "--fail-on-warning"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert generated.returncode == 0, generated.stdout + generated.stderr
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module(f"{PACKAGE}.models")
+    yield importlib.import_module(PACKAGE)
+    for name in [name for name in sys.modules if name.split(".")[0] == PACKAGE]:
+        del sys.modules[name]
+
+
+def operation(tag: str, operation_id: str):
+    """The generated module of one operation: api/<tag>/<operationId in snake case>."""
+    return importlib.import_module(f"{PACKAGE}.api.{tag}.{operation_id}")
+
+
+def parsed(response, status: int):
+    assert response.status_code == status, response.content
+    return response.parsed
+
+
+def changed(before, after) -> set[str]:
+    """The fields of two versions of a record that differ, but updatedAt."""
+    old, new = before.to_dict(), after.to_dict()
+    return {name for name in new if new[name] != old[name]} - {"updatedAt"}
+
+
+def run_agents(sdk, client):
+    """Create, list, get and update an agent; a PATCH of one field changes only that one."""
+    models = sdk.models
+    body = models.AgentCreate(
+        name="Sales",
+        system_prompt="You sell solar panels.",
+        voice_id=models.AgentCreateVoiceId.KORE,
+        greeting_text="Halo!",
+        language="en-US",
+        max_call_duration_minutes=30,
+        tools_enabled=["transfer_call"],
+        is_active=True,
+        escalation_number="+6281234567",
+    )
+    agent = parsed(operation("agents", "create_agent").sync_detailed(client=client, body=body), 201)
+    assert isinstance(agent, models.Agent) and agent.voice_id == models.AgentVoiceId.KORE
+    listed = parsed(operation("agents", "list_agents").sync_detailed(client=client), 200)
+    assert [each.id for each in listed.agents] == [agent.id]
+    got = parsed(operation("agents", "get_agent").sync_detailed(agent.id, client=client), 200)
+    assert got == agent
+    update = operation("agents", "update_agent")
+    renamed = parsed(
+        update.sync_detailed(agent.id, client=client, body=models.AgentUpdate(name="Support")),
+        200,
+    )
+    assert renamed.name == "Support" and changed(agent, renamed) == {"name"}
+    return renamed
+
+
+def run_numbers(sdk, client, agent):
+    numbers = operation("phone_numbers", "list_phone_numbers")
+    (number,) = parsed(numbers.sync_detailed(client=client), 200).phone_numbers
+    assert number.display_number == DID and number.agent_id is None
+    assign = operation("phone_numbers", "assign_agent")
+    body = sdk.models.AssignAgent(agent_id=agent.id)
+    assert parsed(assign.sync_detailed(number.id, client=client, body=body), 200).agent_id == (
+        agent.id
+    )
+    return number
+
+
+def run_call(server) -> str:
+    """A whole call through the runtime API, with plain requests."""
+    session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {RUNTIME_TOKEN}"
+    started = session.post(server + RUNTIME, json={"did": DID, "callerNumber": CALLER}, timeout=10)
+    assert started.status_code == 201, started.text
+    call_id = started.json()["id"]
+    for step, body in (("answered", {}), ("ended", end_body())):
+        answer = session.post(f"{server}{RUNTIME}/{call_id}/{step}", json=body, timeout=10)
+        assert answer.status_code == 200, answer.text
+    return call_id
+
+
+def run_calls(sdk, client, call_id, agent):
+    models = sdk.models
+    listing = operation("calls", "list_calls").sync_detailed(
+        client=client, status=models.ListCallsStatus.ENDED, from_=datetime.date(2000, 1, 1)
+    )
+    calls = parsed(listing, 200)
+    assert [call.id for call in calls.calls] == [call_id]
+    assert calls.pagination.total == 1 and calls.pagination.has_more is False
+    call = parsed(operation("calls", "get_call").sync_detailed(call_id, client=client), 200)
+    assert call.agent_id == agent.id and call.status == models.CallDetailStatus.ENDED
+    assert call.billed_minutes == 2 and call.talk_time_seconds == 80
+    assert call.ended_at.tzinfo is not None and call.answered_at is not None
+
+
+def run_credits(sdk, client):
+    balance = parsed(operation("credits_", "get_credits").sync_detailed(client=client), 200)
+    assert balance.balance_minutes == 98 and balance.lifetime_used_minutes == 2
+    ledger = operation("credits_", "list_credit_transactions").sync_detailed(client=client)
+    transactions = parsed(ledger, 200).transactions
+    assert [entry.type_.value for entry in transactions] == ["usage", "purchase"]
+    assert transactions[0].call_id is not None and transactions[1].call_id is None
+
+
+def run_functions(sdk, client, agent):
+    models = sdk.models
+    parameters = models.ParametersCreate(
+        type_=models.ParametersCreateType.OBJECT,
+        properties=models.ParametersCreateProperties.from_dict(
+            {"orderId": {"type": "string", "description": "The order number."}}
+        ),
+        required=["orderId"],
+    )
+    body = models.FunctionCreate(
+        name="lookup_order",
+        description="Look up an order.",
+        endpoint="http://127.0.0.1:9/orders",
+        parameters=parameters,
+    )
+    create = operation("functions", "create_function")
+    created = parsed(create.sync_detailed(agent.id, client=client, body=body), 201)
+    assert created.signing_secret.startswith("fsec_") and created.method.value == "POST"
+    listing = operation("functions", "list_functions").sync_detailed(agent.id, client=client)
+    (function,) = parsed(listing, 200).functions
+    assert function.parameters.required == ["orderId"]
+    assert function.parameters.properties["orderId"].type_.value == "string"
+    delete = operation("functions", "delete_function")
+    assert parsed(delete.sync_detailed(agent.id, function.name, client=client), 204) is None
+    listing = operation("functions", "list_functions").sync_detailed(agent.id, client=client)
+    assert parsed(listing, 200).functions == []
+
+
+def create_webhook(sdk, client, url):
+    models = sdk.models
+    body = models.WebhookCreate(
+        url=url,
+        events=[
+            models.WebhookCreateEventsItem.CALL_STARTED,
+            models.WebhookCreateEventsItem.CALL_ENDED,
+        ],
+        secret=SECRET,
+    )
+    webhook = parsed(
+        operation("webhooks", "create_webhook").sync_detailed(client=client, body=body), 201
+    )
+    assert webhook.secret_hint == SECRET[-4:] and webhook.is_active is True
+    return webhook
+
+
+def run_webhooks(sdk, client, webhook):
+    """List, get, deliveries with their attempts, an update of one field, delete."""
+    listed = parsed(operation("webhooks", "list_webhooks").sync_detailed(client=client), 200)
+    assert [each.id for each in listed.webhooks] == [webhook.id]
+    got = operation("webhooks", "get_webhook").sync_detailed(webhook.id, client=client)
+    assert parsed(got, 200) == webhook
+    deliveries = operation("webhooks", "list_deliveries").sync_detailed(webhook.id, client=client)
+    log = parsed(deliveries, 200).deliveries
+    assert sorted(each.event for each in log) == ["call.ended", "call.started"]
+    for delivery in log:
+        assert delivery.status.value == "succeeded" and delivery.completed_at is not None
+        (attempt,) = delivery.attempts
+        assert attempt.status_code == 200 and attempt.error is None
+    update = operation("webhooks", "update_webhook")
+    body = sdk.models.WebhookUpdate(is_active=False)
+    paused = parsed(update.sync_detailed(webhook.id, client=client, body=body), 200)
+    assert paused.is_active is False and changed(webhook, paused) == {"isActive"}
+    delete = operation("webhooks", "delete_webhook")
+    assert parsed(delete.sync_detailed(webhook.id, client=client), 204) is None
+
+
+def test_generated_client_runs_every_resource_against_a_real_server(sdk, server, tenant, api_key):
+    number = number_service.add_number(tenant=tenant, display_number=DID)
+    billing.grant(tenant=tenant, minutes=100)
+    client = sdk.AuthenticatedClient(
+        base_url=server,
+        token=api_key,
+        prefix="",
+        auth_header_name="x-api-key",
+        raise_on_unexpected_status=True,
+    )
+    with client, Receiver() as receiver:
+        agent = run_agents(sdk, client)
+        assert run_numbers(sdk, client, agent).id == number.id
+        webhook = create_webhook(sdk, client, receiver.url)
+        call_id = run_call(server)
+        run_calls(sdk, client, call_id, agent)
+        run_credits(sdk, client)
+        wait_until(
+            lambda: Delivery.select().where(Delivery.status == "succeeded").count() == 2,
+            20,
+            "the call's events were not delivered",
+        )
+        run_webhooks(sdk, client, webhook)
+        run_functions(sdk, client, agent)
+        unassign = operation("phone_numbers", "assign_agent").sync_detailed(
+            number.id, client=client, body=sdk.models.AssignAgent(agent_id=None)
+        )
+        assert parsed(unassign, 200).agent_id is None
+        delete = operation("agents", "delete_agent")
+        assert parsed(delete.sync_detailed(agent.id, client=client), 204) is None
+        remaining = operation("agents", "list_agents").sync_detailed(client=client)
+        assert parsed(remaining, 200).agents == []
