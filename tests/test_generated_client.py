@@ -154,6 +154,7 @@ def run_calls(sdk, client, call_id, agent):
 def run_credits(sdk, client):
     balance = parsed(operation("credits_", "get_credits").sync_detailed(client=client), 200)
     assert balance.balance_minutes == 98 and balance.lifetime_used_minutes == 2
+    assert (balance.reserved_minutes, balance.available_minutes) == (0, 98)
     ledger = operation("credits_", "list_credit_transactions").sync_detailed(client=client)
     transactions = parsed(ledger, 200).transactions
     assert [entry.type_.value for entry in transactions] == ["usage", "purchase"]

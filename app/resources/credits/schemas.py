@@ -11,14 +11,19 @@ class CreditBalanceSchema(Schema):
     balance_minutes = fields.Integer(
         data_key="balanceMinutes",
         required=True,
-        metadata={"description": "Minutes left; below zero only after a call's final charge."},
+        metadata={
+            "description": "Minutes left; below zero only when a call talked beyond its "
+            "allowance (by at most that excess)."
+        },
     )
     reserved_minutes = fields.Integer(
         data_key="reservedMinutes",
+        required=True,
         metadata={"description": "Minutes held by calls in progress, released when they end."},
     )
     available_minutes = fields.Integer(
         data_key="availableMinutes",
+        required=True,
         metadata={
             "description": "balanceMinutes less reservedMinutes: what new calls may hold. "
             "A call starts only while it is above zero."
