@@ -78,6 +78,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     register_blueprints(api)
     app.register_blueprint(docs.blp)
 
+    from app import dashboard
+
+    dashboard.init_app(app)
+
     from app import cli
 
     cli.init_app(app)

@@ -1,4 +1,4 @@
-"""Admin CLI: flask tenants / keys / numbers / credits / db / deliveries / demo.
+"""Admin CLI: flask tenants / keys / users / numbers / credits / db / deliveries / demo.
 
 Thin wrappers over services."""
 
@@ -6,6 +6,8 @@ import errno
 import json
 import os
 import re
+import secrets
+import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -29,6 +31,7 @@ from app.services import deliveries as delivery_service
 from app.services import keys as key_service
 from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
+from app.services import users as user_service
 from app.util import isoformat, utcnow
 
 tenants_cli = AppGroup("tenants", help="Create and manage tenants.")
@@ -40,6 +43,7 @@ maintenance_cli = AppGroup("maintenance", help="Housekeeping of old data.")
 calls_cli = AppGroup("calls", help="Drive calls by hand, as the voice runtime would.")
 deliveries_cli = AppGroup("deliveries", help="Inspect, sweep and retry webhook deliveries.")
 dev_cli = AppGroup("dev", help="Development setup (make run uses these).")
+users_cli = AppGroup("users", help="Dashboard users: create, list, set passwords, disable.")
 
 MAX_RETENTION_DAYS = 36_500  # a century: beyond it the cutoff date would not exist
 
@@ -148,6 +152,78 @@ def keys_create(tenant_ref: str, name: str) -> None:
     record, key = key_service.create_key(tenant=tenant, name=name)
     click.echo(f"Created key {record.id} ({name}) for {tenant.name}. It is shown only once:")
     click.echo(key)
+
+
+def read_password(from_stdin: bool) -> str:
+    """The new password: one line on stdin, or asked for twice at the terminal."""
+    if from_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
+    return click.prompt("Password", hide_input=True, confirmation_prompt=True)
+
+
+password_stdin_option = click.option(
+    "--password-stdin", is_flag=True, help="Read the password from one line of stdin."
+)
+
+
+@users_cli.command("create")
+@tenant_option
+@click.option("--email", required=True, help="The user's email; they sign in with it.")
+@click.option(
+    "--role",
+    type=click.Choice(user_service.ROLES),
+    default="viewer",
+    show_default=True,
+    help="owner: everything, users too; admin: all but users; viewer: reads only.",
+)
+@password_stdin_option
+@user_errors
+def users_create(tenant_ref: str, email: str, role: str, password_stdin: bool) -> None:
+    """Create a dashboard user of a tenant (asks for the password)."""
+    tenant = tenant_service.find_tenant(tenant_ref)
+    user = user_service.create_user(
+        tenant=tenant, email=email, password=read_password(password_stdin), role=role
+    )
+    click.echo(f"Created {user.role} {user.email} ({user.id}) of {tenant.name}.")
+
+
+@users_cli.command("list")
+@click.option("--tenant", "tenant_ref", help="Only this tenant's users (id or name).")
+@user_errors
+def users_list(tenant_ref: str | None) -> None:
+    """List dashboard users (never their passwords)."""
+    tenant = tenant_service.find_tenant(tenant_ref) if tenant_ref else None
+    for user in user_service.list_users(tenant=tenant):
+        state = f"disabled {isoformat(user.disabled_at)}" if user.disabled_at else "active"
+        signed_in = isoformat(user.last_sign_in_at) or "never"
+        click.echo(
+            f"{user.id}  {user.email}  {user.role}  tenant {user.tenant_id}"
+            f"  last sign-in {signed_in}  {state}"
+        )
+
+
+@users_cli.command("set-password")
+@click.option("--email", required=True)
+@password_stdin_option
+@user_errors
+def users_set_password(email: str, password_stdin: bool) -> None:
+    """Set a user's password; their other sessions end."""
+    user = user_service.set_password(
+        user=user_service.find_user(email), password=read_password(password_stdin)
+    )
+    click.echo(f"New password set for {user.email}; their sessions have ended.")
+
+
+@users_cli.command("disable")
+@click.option("--email", required=True)
+@user_errors
+def users_disable(email: str) -> None:
+    """Disable a user: they cannot sign in, and their sessions end."""
+    user, changed = user_service.disable(user=user_service.find_user(email))
+    if changed:
+        click.echo(f"Disabled {user.email}; their sessions have ended.")
+    else:
+        click.echo(f"{user.email} was already disabled at {isoformat(user.disabled_at)}.")
 
 
 @keys_cli.command("list")
@@ -427,12 +503,26 @@ def dev_check_port(port: int, host: str) -> None:
 
 DEMO_TENANT = "demo"
 DEMO_NUMBER = "+6221555010"
+DEMO_OWNER = "owner@demo.test"
+
+
+def demo_owner_password(tenant: Any) -> str:
+    """A new password for the demo tenant's owner (created the first time); the password."""
+    password = secrets.token_urlsafe(12)
+    try:
+        owner = user_service.find_user(DEMO_OWNER)
+    except AppError:
+        user_service.create_user(tenant=tenant, email=DEMO_OWNER, password=password, role="owner")
+    else:
+        user_service.set_password(user=owner, password=password)
+    return password
 
 
 @click.command("demo")
 @user_errors
 def demo() -> None:
-    """Create (once) a demo tenant, number, agent and 60 minutes; print a fresh key."""
+    """Create (once) a demo tenant, number, agent, owner and 60 minutes; print a fresh key
+    and a fresh password for the demo owner."""
     db.upgrade()
     try:
         tenant = tenant_service.find_tenant(DEMO_TENANT)
@@ -462,8 +552,10 @@ def demo() -> None:
         if record.name == "demo" and record.revoked_at is None:
             key_service.revoke_key(key_id=record.id)
     _, key = key_service.create_key(tenant=tenant, name="demo")
+    password = demo_owner_password(tenant)
     click.echo(f"Demo tenant {tenant.id}: number {number.display_number} -> agent {agent.id}")
     click.echo(f"API key (previous demo keys revoked): {key}")
+    click.echo(f"Dashboard: sign in as {DEMO_OWNER} with the password {password}")
     runtime_token = current_app.config.get("RUNTIME_TOKEN")
     if runtime_token:
         click.echo(f"Runtime API token (Authorization: Bearer ...): {runtime_token}")
@@ -482,6 +574,7 @@ def init_app(app: Flask) -> None:
         calls_cli,
         deliveries_cli,
         dev_cli,
+        users_cli,
     ):
         app.cli.add_command(group)
     app.cli.add_command(demo)

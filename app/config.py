@@ -56,8 +56,17 @@ WEBHOOK_WORKERS = 4
 # first. 0 keeps the priority it was started with.
 WEBHOOK_WORKER_NICENESS = 10
 
-# Flask's secret key (not used for API keys, which are stored hashed).
+# Flask's secret key: it signs the dashboard's session cookies, which is off until it is set
+# to a long random value (API keys do not depend on it; they are stored hashed).
 SECRET_KEY = "change-me"
+
+# The dashboard's session cookie: HttpOnly and SameSite=Lax always; Secure (sent over https
+# only) unless turned off for development on http://127.0.0.1. A session ends after 12 hours
+# without a request.
+SESSION_COOKIE_SECURE = True
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+PERMANENT_SESSION_LIFETIME = 12 * 3600
 
 # Bodies over this many bytes are refused with 413.
 MAX_CONTENT_LENGTH = 1024 * 1024

@@ -23,8 +23,11 @@ RUNTIME_TOKEN = "{runtime_token}"
 # Log lines as plain text, for reading in a terminal.
 LOG_FORMAT = "text"
 
-# Flask's secret key, generated for this checkout.
+# Flask's secret key, generated for this checkout: it signs dashboard sessions.
 SECRET_KEY = "{secret_key}"
+
+# The dashboard's session cookie also over http://127.0.0.1 (production keeps it https-only).
+SESSION_COOKIE_SECURE = False
 """
 
 

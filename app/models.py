@@ -55,6 +55,21 @@ class ApiKey(BaseModel):
     revoked_at = pw.DateTimeField(null=True)
 
 
+class User(BaseModel):
+    """A dashboard user of one tenant (the API itself uses keys, not users)."""
+
+    id = id_field()
+    tenant = pw.ForeignKeyField(Tenant, backref="users", on_delete="CASCADE")
+    email = pw.CharField(max_length=254, unique=True)  # stored lower-case
+    password_hash = pw.CharField(max_length=255)  # werkzeug's scrypt hash; never the password
+    role = pw.CharField(max_length=16, default="viewer")  # owner | admin | viewer
+    created_at = pw.DateTimeField(default=utcnow)
+    last_sign_in_at = pw.DateTimeField(null=True)
+    # Changed with the password and on disabling: sessions signed with an older one end.
+    session_version = pw.IntegerField(default=1)
+    disabled_at = pw.DateTimeField(null=True)
+
+
 class Agent(BaseModel):
     id = id_field()
     tenant = pw.ForeignKeyField(Tenant, backref="agents", on_delete="CASCADE")
@@ -252,6 +267,7 @@ class FunctionInvocation(BaseModel):
 ALL_MODELS = [
     Tenant,
     ApiKey,
+    User,
     Agent,
     PhoneNumber,
     Call,

@@ -78,6 +78,7 @@ def app_config(database_template, tmp_path):
         "QUEUE_MODE": "inline",
         "RUNTIME_TOKEN": RUNTIME_TOKEN,
         "ALLOW_PRIVATE_URLS": True,
+        "SECRET_KEY": "test-secret-key-0123456789abcdef",
     }
 
 

@@ -23,11 +23,11 @@ def test_a_lease_shorter_than_an_attempt_is_refused_at_start(app_config):
         create_app({**app_config, "WEBHOOK_LEASE_SECONDS": 13})
 
 
-def test_the_front_page_redirects_to_the_api_docs(client):
+def test_the_front_page_redirects_to_the_dashboard(client):
     response = client.get("/")
-    assert response.status_code == 302 and response.headers["Location"] == "/api/v1/docs"
-    docs = client.get("/", follow_redirects=True)
-    assert docs.status_code == 200 and b"swagger" in docs.data.lower()
+    assert response.status_code == 302 and response.headers["Location"] == "/dashboard/"
+    page = client.get("/", follow_redirects=True)
+    assert page.status_code == 200 and b"<h1>Sign in</h1>" in page.data
 
 
 def test_the_docs_with_a_trailing_slash_redirect_to_the_docs(client):

@@ -16,12 +16,6 @@ def asset(filename: str) -> Response:
     return send_from_directory(swagger_ui_path, filename, max_age=24 * 3600)
 
 
-@blp.get("/")
-def front_page() -> BaseResponse:
-    """What make run's address shows in a browser: the API docs (until the dashboard)."""
-    return redirect(DOCS_URL, code=302)
-
-
 @blp.get(DOCS_URL + "/")
 def docs_with_slash() -> BaseResponse:
     return redirect(DOCS_URL, code=308)

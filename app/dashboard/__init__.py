@@ -1,0 +1,164 @@
+"""The tenant dashboard (/dashboard): server-rendered pages over the same services as the API.
+
+Signed-in users only (a session cookie; the API stays sessionless). Every request that
+changes something carries the form's CSRF token, checked here for the whole blueprint, and
+only owners and admins may send one. Another tenant's ids are 404, as in the API.
+"""
+
+import logging
+from functools import wraps
+from typing import Any
+
+from flask import Blueprint, abort, current_app, g, redirect, render_template, request, url_for
+from flask_wtf.csrf import CSRFError, CSRFProtect
+from werkzeug.exceptions import HTTPException
+
+from app.errors import AppError
+from app.services import users as user_service
+
+log = logging.getLogger(__name__)
+
+bp = Blueprint(
+    "dashboard",
+    __name__,
+    url_prefix="/dashboard",
+    static_folder="static",
+    static_url_path="/static",
+)
+csrf = CSRFProtect()
+
+# Pages anyone may open: signing in, and the stylesheet it uses.
+PUBLIC_ENDPOINTS = {"dashboard.sign_in", "dashboard.static"}
+SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+# Forms every signed-in user may send, viewers too.
+OWN_SESSION_ENDPOINTS = {"dashboard.sign_out"}
+DEFAULT_SECRET_KEYS = {None, "", "change-me"}
+
+
+@bp.before_request
+def require_user() -> Any:
+    """Load the signed-in user (g.user, g.tenant); send everyone else to sign in.
+
+    Changes need a valid CSRF token and a role that may change things (viewers read only).
+    """
+    if current_app.config.get("SECRET_KEY") in DEFAULT_SECRET_KEYS:
+        abort(503, "The dashboard is off until SECRET_KEY is set (see the README).")
+    if request.method not in SAFE_METHODS:
+        csrf.protect()
+    g.user = _session_user()
+    if request.endpoint in PUBLIC_ENDPOINTS:
+        return None
+    if g.user is None:
+        return redirect(url_for("dashboard.sign_in", next=request.full_path.rstrip("?")))
+    g.tenant = g.user.tenant
+    if (
+        request.method not in SAFE_METHODS
+        and request.endpoint not in OWN_SESSION_ENDPOINTS
+        and g.user.role not in user_service.CAN_CHANGE
+    ):
+        abort(403, "Your role can view this tenant but not change it.")
+    return None
+
+
+def _session_user():
+    from flask import session
+
+    user_id, version = session.get("user_id"), session.get("session_version")
+    if not isinstance(user_id, str) or not isinstance(version, int):
+        return None
+    return user_service.session_user(user_id=user_id, version=version)
+
+
+def owner_only(view):
+    """For pages only the tenant's owners may open (Team, Audit log)."""
+
+    @wraps(view)
+    def wrapped(*args, **kwargs):
+        if g.user.role != "owner":
+            abort(403, "Only the tenant's owners may open this page.")
+        return view(*args, **kwargs)
+
+    return wrapped
+
+
+def can_change() -> bool:
+    """Whether the signed-in user may change things: templates show buttons only then."""
+    user = g.get("user")
+    return user is not None and user.role in user_service.CAN_CHANGE
+
+
+# The main menu: every page that exists, in this order; Settings → Team and Audit log are
+# for owners only.
+NAVIGATION = (
+    ("dashboard.overview", "Overview"),
+    ("dashboard.calls", "Calls"),
+    ("dashboard.agents", "Agents"),
+    ("dashboard.phone_numbers", "Phone numbers"),
+    ("dashboard.credits", "Credits"),
+    ("dashboard.webhooks", "Webhooks"),
+    ("dashboard.api_keys", "API keys"),
+    ("dashboard.team", "Team"),
+    ("dashboard.audit_log", "Audit log"),
+)
+OWNER_PAGES = {"dashboard.team", "dashboard.audit_log"}
+
+
+def navigation() -> list[tuple[str, str]]:
+    user = g.get("user")
+    return [
+        (endpoint, label)
+        for endpoint, label in NAVIGATION
+        if endpoint in current_app.view_functions
+        and (endpoint not in OWNER_PAGES or (user is not None and user.role == "owner"))
+    ]
+
+
+@bp.app_context_processor
+def dashboard_context() -> dict[str, Any]:
+    return {"can_change": can_change, "navigation": navigation}
+
+
+@bp.errorhandler(CSRFError)
+def csrf_failed(error: CSRFError):
+    message = (
+        "This form has expired or did not come from this dashboard. Reload the page and try again."
+    )
+    return render_template("dashboard/error.html", status=400, message=message), 400
+
+
+@bp.errorhandler(AppError)
+def app_error(error: AppError):
+    return render_template("dashboard/error.html", status=error.status, message=error.message), (
+        error.status
+    )
+
+
+@bp.errorhandler(HTTPException)
+def http_error(error: HTTPException):
+    status = error.code or 500
+    return render_template("dashboard/error.html", status=status, message=error.description), (
+        status
+    )
+
+
+def front_page():
+    """What the service's address shows in a browser: the dashboard (its sign-in page)."""
+    return redirect(url_for("dashboard.overview"))
+
+
+@bp.errorhandler(Exception)
+def unexpected_error(error: Exception):
+    log.exception("unhandled error", exc_info=error)
+    message = "Something went wrong on our side; it has been logged. Try again in a moment."
+    return render_template("dashboard/error.html", status=500, message=message), 500
+
+
+def init_app(app) -> None:
+    """Register the dashboard; CSRF is checked by the blueprint itself (require_user), so the
+    JSON API, which authenticates with headers, is untouched."""
+    app.config.setdefault("WTF_CSRF_CHECK_DEFAULT", False)
+    csrf.init_app(app)
+    from app.dashboard import auth, overview  # noqa: F401  (views register on bp)
+
+    app.register_blueprint(bp)
+    app.add_url_rule("/", "front_page", front_page)

@@ -1,0 +1,133 @@
+"""Dashboard users: accounts of a tenant's people, their roles and their passwords.
+
+Passwords are stored as werkzeug's scrypt hashes and never logged. Signing in compares a
+hash even for an unknown email, so the answer takes as long either way.
+"""
+
+from werkzeug.security import check_password_hash, generate_password_hash
+
+from app.db import database
+from app.errors import Conflict, NotFound, ValidationFailed
+from app.models import Tenant, User
+from app.util import new_id, utcnow
+
+ROLES = ("owner", "admin", "viewer")
+# What each role may do: owners everything, admins all but users, viewers read only.
+CAN_CHANGE = {"owner", "admin"}
+MIN_PASSWORD_LENGTH = 10
+MAX_PASSWORD_LENGTH = 1024
+# Compared against when the email is unknown, so both answers cost one hash check.
+_NOBODY = generate_password_hash("no such user")
+
+
+def normalise_email(email: str) -> str:
+    return email.strip().lower()
+
+
+def _check_email(email: str) -> str:
+    email = normalise_email(email)
+    local, at, domain = email.partition("@")
+    if not at or not local or "." not in domain or len(email) > 254 or " " in email:
+        raise ValidationFailed(f"{email!r} is not an email address.", details={"email": email})
+    return email
+
+
+def _check_password(password: str) -> None:
+    if not MIN_PASSWORD_LENGTH <= len(password) <= MAX_PASSWORD_LENGTH:
+        raise ValidationFailed(
+            f"A password has {MIN_PASSWORD_LENGTH} to {MAX_PASSWORD_LENGTH} characters."
+        )
+
+
+def _check_role(role: str) -> None:
+    if role not in ROLES:
+        raise ValidationFailed(f"A role is one of {', '.join(ROLES)}.")
+
+
+def create_user(*, tenant: Tenant, email: str, password: str, role: str) -> User:
+    """A new user of tenant; Conflict when the email is taken (by any tenant)."""
+    email = _check_email(email)
+    _check_password(password)
+    _check_role(role)
+    with database.atomic():
+        if User.select().where(User.email == email).exists():
+            raise Conflict(f"A user with the email {email} exists already.")
+        return User.create(
+            id=new_id("usr"),
+            tenant=tenant,
+            email=email,
+            password_hash=generate_password_hash(password),
+            role=role,
+        )
+
+
+def find_user(email: str) -> User:
+    user = User.get_or_none(User.email == normalise_email(email))
+    if user is None:
+        raise NotFound(f"No user with the email {email!r}.")
+    return user
+
+
+def get_user(*, tenant: Tenant, user_id: str) -> User:
+    """The tenant's user, or NotFound (also for another tenant's user)."""
+    user = User.get_or_none((User.id == user_id) & (User.tenant == tenant))
+    if user is None:
+        raise NotFound(f"User {user_id} not found.")
+    return user
+
+
+def list_users(*, tenant: Tenant | None = None) -> list[User]:
+    query = User.select()
+    if tenant is not None:
+        query = query.where(User.tenant == tenant)
+    return list(query.order_by(User.created_at, User.id))
+
+
+def authenticate(*, email: str, password: str) -> User | None:
+    """The active user with that email and password, or None (same cost either way)."""
+    user = User.get_or_none(User.email == normalise_email(email))
+    if user is None:
+        check_password_hash(_NOBODY, password)
+        return None
+    if not check_password_hash(user.password_hash, password) or user.disabled_at is not None:
+        return None
+    User.update(last_sign_in_at=utcnow()).where(User.id == user.id).execute()
+    return user
+
+
+def session_user(*, user_id: str, version: int) -> User | None:
+    """The user a dashboard session names, while that session is still valid for them."""
+    return (
+        User.select(User, Tenant)
+        .join(Tenant)
+        .where(
+            (User.id == user_id) & (User.session_version == version) & User.disabled_at.is_null()
+        )
+        .first()
+    )
+
+
+def set_password(*, user: User, password: str) -> User:
+    """A new password; the user's other sessions end."""
+    _check_password(password)
+    User.update(
+        password_hash=generate_password_hash(password),
+        session_version=User.session_version + 1,
+    ).where(User.id == user.id).execute()
+    return User.get_by_id(user.id)
+
+
+def set_role(*, user: User, role: str) -> User:
+    _check_role(role)
+    User.update(role=role).where(User.id == user.id).execute()
+    return User.get_by_id(user.id)
+
+
+def disable(*, user: User) -> tuple[User, bool]:
+    """Disable the user and end their sessions; whether this call disabled them."""
+    changed = (
+        User.update(disabled_at=utcnow(), session_version=User.session_version + 1)
+        .where((User.id == user.id) & User.disabled_at.is_null())
+        .execute()
+    )
+    return User.get_by_id(user.id), bool(changed)

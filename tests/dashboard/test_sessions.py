@@ -1,0 +1,157 @@
+"""Signing in and out, sessions, CSRF and roles."""
+
+import pytest
+
+from app.services import users as user_service
+from tests.dashboard.conftest import PASSWORD, csrf_token, sign_in
+
+
+def test_pages_need_a_signed_in_user(client):
+    response = client.get("/dashboard/")
+    assert response.status_code == 302
+    assert response.headers["Location"] == "/dashboard/sign-in?next=/dashboard/"
+
+
+def test_sign_in_opens_the_overview_and_sign_out_ends_the_session(client, owner):
+    response = sign_in(client, "Owner@Acme.test")
+    assert response.status_code == 302 and response.headers["Location"] == "/dashboard/"
+    page = client.get("/dashboard/")
+    assert page.status_code == 200
+    assert "<h1>Overview</h1>" in page.get_data(True)
+    assert "owner@acme.test" in page.get_data(True)
+    out = client.post("/dashboard/sign-out", data={"csrf_token": csrf_token(page)})
+    assert out.status_code == 302
+    assert client.get("/dashboard/").status_code == 302
+
+
+@pytest.mark.parametrize("email", ["owner@acme.test", "nobody@acme.test"])
+def test_a_wrong_password_or_email_gets_one_message(client, owner, email):
+    response = sign_in(client, email, password="wrong password!")
+    assert response.status_code == 401
+    assert "Wrong email or password." in response.get_data(True)
+    assert client.get("/dashboard/").status_code == 302
+
+
+def test_the_session_cookie_is_httponly_lax_and_secure_by_default(app, client, owner):
+    app.config["SESSION_COOKIE_SECURE"] = True
+    response = sign_in(client, owner.email)
+    cookie = response.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Secure" in cookie
+
+
+def test_the_next_page_must_be_a_dashboard_page(client, owner):
+    page = client.get("/dashboard/sign-in?next=//evil.test/x")
+    response = client.post(
+        "/dashboard/sign-in?next=//evil.test/x",
+        data={"email": owner.email, "password": PASSWORD, "csrf_token": csrf_token(page)},
+    )
+    assert response.headers["Location"] == "/dashboard/"
+
+
+def test_a_form_posted_without_its_token_is_refused(client, owner):
+    page = client.get("/dashboard/sign-in")
+    assert page.status_code == 200
+    response = client.post("/dashboard/sign-in", data={"email": owner.email, "password": PASSWORD})
+    assert response.status_code == 400
+    assert "This form has expired" in response.get_data(True)
+    assert client.get("/dashboard/").status_code == 302
+
+
+def test_a_changed_password_ends_other_sessions(client, owner):
+    sign_in(client, owner.email)
+    assert client.get("/dashboard/").status_code == 200
+    user_service.set_password(user=owner, password="another long password")
+    assert client.get("/dashboard/").status_code == 302
+
+
+def test_a_disabled_user_is_signed_out_and_cannot_sign_in(client, owner):
+    sign_in(client, owner.email)
+    user_service.disable(user=owner)
+    assert client.get("/dashboard/").status_code == 302
+    assert sign_in(client, owner.email).status_code == 401
+
+
+def test_a_viewer_reads_and_signs_out(client, viewer):
+    sign_in(client, viewer.email)
+    page = client.get("/dashboard/")
+    assert page.status_code == 200
+    response = client.post("/dashboard/sign-out", data={"csrf_token": csrf_token(page)})
+    assert response.status_code == 302
+
+
+def test_the_dashboard_is_off_without_a_secret_key(app, client):
+    app.config["SECRET_KEY"] = "change-me"
+    response = client.get("/dashboard/sign-in")
+    assert response.status_code == 503
+    assert "SECRET_KEY" in response.get_data(True)
+
+
+def test_an_unknown_dashboard_page_is_an_html_404(signed_in):
+    response = signed_in.get("/dashboard/agents/agent_nope/nothing")
+    assert response.status_code == 404
+    assert response.content_type.startswith("text/html")
+
+
+def test_users_cli_creates_lists_sets_passwords_and_disables(runner, tenant, client):
+    created = runner.invoke(
+        args=[
+            "users",
+            "create",
+            "--tenant",
+            "acme",
+            "--email",
+            "Ann@Acme.test",
+            "--role",
+            "admin",
+            "--password-stdin",
+        ],
+        input="a long enough password\n",
+    )
+    assert created.exit_code == 0, created.output
+    assert "Created admin ann@acme.test" in created.output
+    assert sign_in(client, "ann@acme.test", "a long enough password").status_code == 302
+    listed = runner.invoke(args=["users", "list", "--tenant", "acme"])
+    assert "ann@acme.test  admin" in listed.output and "password" not in listed.output
+    again = runner.invoke(
+        args=[
+            "users",
+            "create",
+            "--tenant",
+            "acme",
+            "--email",
+            "ann@acme.test",
+            "--password-stdin",
+        ],
+        input="a long enough password\n",
+    )
+    assert again.exit_code == 1 and "exists already" in again.output
+    short = runner.invoke(
+        args=["users", "create", "--tenant", "acme", "--email", "bo@acme.test", "--password-stdin"],
+        input="short\n",
+    )
+    assert short.exit_code == 1 and "10 to 1024 characters" in short.output
+    changed = runner.invoke(
+        args=["users", "set-password", "--email", "ann@acme.test", "--password-stdin"],
+        input="another long password\n",
+    )
+    assert changed.exit_code == 0
+    assert client.get("/dashboard/").status_code == 302  # that session ended
+    assert sign_in(client, "ann@acme.test", "another long password").status_code == 302
+    disabled = runner.invoke(args=["users", "disable", "--email", "ann@acme.test"])
+    assert "Disabled ann@acme.test" in disabled.output
+    assert (
+        "already disabled"
+        in runner.invoke(args=["users", "disable", "--email", "ann@acme.test"]).output
+    )
+    assert sign_in(client, "ann@acme.test", "another long password").status_code == 401
+
+
+def test_demo_prints_an_owner_who_can_sign_in(runner, client):
+    result = runner.invoke(args=["demo"])
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.output.splitlines() if line.startswith("Dashboard:"))
+    email, password = line.split()[4], line.split()[-1]
+    assert email == "owner@demo.test"
+    assert sign_in(client, email, password).status_code == 302
+    again = runner.invoke(args=["demo"]).output
+    assert password not in again  # a new password each time, like the key
