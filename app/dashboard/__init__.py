@@ -81,6 +81,22 @@ def owner_only(view):
     return wrapped
 
 
+def record_change(action: str, target_id: str | None = None, **details: Any) -> None:
+    """Note a change made from the dashboard (who, what, which id, from where) for the
+    tenant's audit log; call it in the view that made the change, after the service did."""
+    log.info(
+        "dashboard change",
+        extra={
+            "action": action,
+            "targetId": target_id,
+            "userId": g.user.id,
+            "tenantId": g.tenant.id,
+            "address": request.remote_addr,
+            **details,
+        },
+    )
+
+
 def can_change() -> bool:
     """Whether the signed-in user may change things: templates show buttons only then."""
     user = g.get("user")
