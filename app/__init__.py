@@ -69,6 +69,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     metrics.init_app(app)
     app.before_request(auth.authenticate_request)
     ratelimit.init_app(app)
+    app.before_request(auth.authorize_request)
     api.init_app(app)
     errors.init_app(app)
     queue.init_app(app)

@@ -4,11 +4,13 @@ import hmac
 
 from flask import current_app, g, request
 
-from app.errors import ServiceUnavailable, Unauthorized
+from app.errors import InsufficientScope, ServiceUnavailable, Unauthorized
 from app.models import Tenant
 from app.services import keys as key_service
 
 API_KEY_HEADER = "x-api-key"
+# What a read key may do: read. Flask answers HEAD and OPTIONS for every GET route.
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 API_KEY_SCHEME = {
     "type": "apiKey",
@@ -23,23 +25,44 @@ RUNTIME_SCHEME = {
 }
 
 
-def authenticate_request() -> None:
-    """App-level before_request hook: run the matched blueprint's check (tenant or runtime)."""
+def _run_blueprint_check(name: str) -> None:
     blueprint = current_app.blueprints.get(request.blueprint or "")
-    check = getattr(blueprint, "authenticate", None)
+    check = getattr(blueprint, name, None)
     if check is not None:
         check()
 
 
+def authenticate_request() -> None:
+    """App-level before_request hook: run the matched blueprint's check (tenant or runtime)."""
+    _run_blueprint_check("authenticate")
+
+
+def authorize_request() -> None:
+    """App-level before_request hook, after the rate limiter (so a refused request counts
+    and its answer carries the rate-limit headers): the matched blueprint's scope check."""
+    _run_blueprint_check("authorize")
+
+
 def require_api_key() -> None:
-    """Tenant API check: set g.tenant or answer 401."""
+    """Tenant API check: set g.tenant and g.api_key or answer 401."""
     presented = request.headers.get(API_KEY_HEADER, "")
     if not presented:
         raise Unauthorized("Missing API key: send it in the x-api-key header.")
-    tenant = key_service.authenticate(key=presented)
-    if tenant is None:
-        raise Unauthorized("Invalid or revoked API key.")
-    g.tenant = tenant
+    authenticated = key_service.authenticate(key=presented)
+    if authenticated is None:
+        raise Unauthorized("Invalid, expired or revoked API key.")
+    g.api_key = authenticated
+    g.tenant = authenticated.tenant
+
+
+def require_scope() -> None:
+    """Tenant API check, after require_api_key: a read key may only read; 403 otherwise."""
+    authenticated: key_service.Authenticated = g.api_key
+    if authenticated.read_only and request.method not in READ_METHODS:
+        raise InsufficientScope(
+            "This API key is read-only: it may only read (GET). Use a full-access key to "
+            "make changes."
+        )
 
 
 def current_tenant() -> Tenant:

@@ -20,12 +20,13 @@ from flask.cli import AppGroup
 from redis import RedisError
 
 from app import db, development, jobs, queue
+from app.db import database
 from app.errors import AppError
-from app.models import Event
+from app.models import ApiKey, CreditTransaction, Event, PhoneNumber, Tenant
 from app.resources.fields import MAX_INT32
 from app.runtime.schemas import MAX_CALL_SECONDS
 from app.services import agents as agent_service
-from app.services import billing, function_calls, maintenance
+from app.services import audit, billing, function_calls, maintenance
 from app.services import calls as call_service
 from app.services import deliveries as delivery_service
 from app.services import keys as key_service
@@ -83,6 +84,41 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
 tenant_option = click.option("--tenant", "tenant_ref", required=True, help="Tenant id or name.")
 
 
+def audit_cli(
+    *, tenant_id: str, action: str, target_id: str | None, details: dict[str, Any] | None = None
+) -> None:
+    """Record a change made from the CLI in its tenant's audit log; call it inside the
+    transaction of the change, so both commit together."""
+    audit.record(
+        tenant_id=tenant_id,
+        action=action,
+        target_id=target_id,
+        actor_type="cli",
+        actor_label="CLI",
+        details=details,
+    )
+
+
+class Days(click.ParamType):
+    """A number of days written Nd, e.g. 90d."""
+
+    name = "Nd"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        match = re.fullmatch(r"([0-9]{1,6})d", str(value).strip())
+        days = int(match.group(1)) if match else 0
+        if not 1 <= days <= key_service.MAX_EXPIRY_DAYS:
+            self.fail(
+                f"{value!r} is not a number of days from 1d to {key_service.MAX_EXPIRY_DAYS}d, "
+                "such as 90d.",
+                param,
+                ctx,
+            )
+        return days
+
+
 @tenants_cli.command("create")
 @click.argument("name")
 @click.option(
@@ -99,8 +135,21 @@ tenant_option = click.option("--tenant", "tenant_ref", required=True, help="Tena
 @user_errors
 def tenants_create(name: str, plan: str, rate_limit: int | None) -> None:
     """Create a tenant."""
-    tenant = tenant_service.create_tenant(name=name, plan=plan, rate_limit=rate_limit)
+    tenant = create_tenant_audited(name=name, plan=plan, rate_limit=rate_limit)
     click.echo(f"Created tenant {tenant.id} ({tenant.name}, {tenant.plan}).")
+
+
+def create_tenant_audited(*, name: str, plan: str, rate_limit: int | None = None) -> Tenant:
+    """Create a tenant and the first entry of its audit log."""
+    with database.atomic():
+        tenant = tenant_service.create_tenant(name=name, plan=plan, rate_limit=rate_limit)
+        audit_cli(
+            tenant_id=tenant.id,
+            action="tenant.created",
+            target_id=tenant.id,
+            details={"name": tenant.name, "plan": plan, "rateLimit": rate_limit},
+        )
+    return tenant
 
 
 @tenants_cli.command("list")
@@ -127,7 +176,14 @@ def tenants_list() -> None:
 def tenants_set_plan(tenant_ref: str, plan: str, rate_limit: int | None) -> None:
     """Change a tenant's plan; takes effect on the next request."""
     tenant = tenant_service.find_tenant(tenant_ref)
-    tenant_service.set_plan(tenant=tenant, plan=plan, rate_limit=rate_limit)
+    with database.atomic():
+        tenant_service.set_plan(tenant=tenant, plan=plan, rate_limit=rate_limit)
+        audit_cli(
+            tenant_id=tenant.id,
+            action="tenant.plan_changed",
+            target_id=tenant.id,
+            details={"plan": plan, "rateLimit": rate_limit},
+        )
     click.echo(f"{tenant.name} is on {plan} ({tenant_service.rate_limit_of(tenant)}/min).")
 
 
@@ -138,19 +194,46 @@ def tenants_set_plan(tenant_ref: str, plan: str, rate_limit: int | None) -> None
 def tenants_set_threshold(tenant_ref: str, minutes: int) -> None:
     """Set the balance (minutes) below which credits.low fires."""
     tenant = tenant_service.find_tenant(tenant_ref)
-    tenant_service.set_threshold(tenant=tenant, minutes=minutes)
+    with database.atomic():
+        tenant_service.set_threshold(tenant=tenant, minutes=minutes)
+        audit_cli(
+            tenant_id=tenant.id,
+            action="tenant.threshold_changed",
+            target_id=tenant.id,
+            details={"minutes": minutes},
+        )
     click.echo(f"{tenant.name}: credits.low fires below {minutes} minutes.")
 
 
 @keys_cli.command("create")
 @tenant_option
 @click.option("--name", required=True, help="What the key is for, e.g. production.")
+@click.option(
+    "--scope",
+    type=click.Choice(key_service.SCOPES),
+    default="full",
+    show_default=True,
+    help="full, or read: the key may only read (GET).",
+)
+@click.option(
+    "--expires-in",
+    "expires_in_days",
+    type=Days(),
+    default=None,
+    help="Days until the key stops working, e.g. 90d (default: never).",
+)
 @user_errors
-def keys_create(tenant_ref: str, name: str) -> None:
+def keys_create(tenant_ref: str, name: str, scope: str, expires_in_days: int | None) -> None:
     """Create an API key and print it once."""
     tenant = tenant_service.find_tenant(tenant_ref)
-    record, key = key_service.create_key(tenant=tenant, name=name)
-    click.echo(f"Created key {record.id} ({name}) for {tenant.name}. It is shown only once:")
+    record, key = create_key_audited(
+        tenant=tenant, name=name, scope=scope, expires_in_days=expires_in_days
+    )
+    expiry = f"expires {isoformat(record.expires_at)}" if record.expires_at else "never expires"
+    click.echo(
+        f"Created key {record.id} ({name}, {scope}, {expiry}) for {tenant.name}. "
+        "It is shown only once:"
+    )
     click.echo(key)
 
 
@@ -226,16 +309,55 @@ def users_disable(email: str) -> None:
         click.echo(f"{user.email} was already disabled at {isoformat(user.disabled_at)}.")
 
 
+def create_key_audited(
+    *, tenant: Tenant, name: str, scope: str = "full", expires_in_days: int | None = None
+) -> tuple[ApiKey, str]:
+    """Create a key and its audit entry (which never holds the key itself)."""
+    with database.atomic():
+        record, key = key_service.create_key(
+            tenant=tenant, name=name, scope=scope, expires_in_days=expires_in_days
+        )
+        audit_cli(
+            tenant_id=tenant.id,
+            action="key.created",
+            target_id=record.id,
+            details={"name": name, "scope": scope, "expiresAt": isoformat(record.expires_at)},
+        )
+    return record, key
+
+
+def revoke_key_audited(key_id: str) -> tuple[ApiKey, bool]:
+    """Revoke a key and, when this call revoked it, write its audit entry."""
+    with database.atomic():
+        record, revoked = key_service.revoke_key(key_id=key_id)
+        if revoked:
+            audit_cli(
+                tenant_id=record.tenant_id,
+                action="key.revoked",
+                target_id=record.id,
+                details={"name": record.name},
+            )
+    return record, revoked
+
+
 @keys_cli.command("list")
 @tenant_option
 @user_errors
 def keys_list(tenant_ref: str) -> None:
     """List a tenant's keys (never the keys themselves)."""
     tenant = tenant_service.find_tenant(tenant_ref)
+    now = utcnow()
     for record in key_service.list_keys(tenant=tenant):
-        state = f"revoked {isoformat(record.revoked_at)}" if record.revoked_at else "active"
+        if record.revoked_at:
+            state = f"revoked {isoformat(record.revoked_at)}"
+        elif record.expires_at and record.expires_at <= now:
+            state = "expired"
+        else:
+            state = "active"
         click.echo(
-            f"{record.id}  {record.name}  {record.prefix}…  created {isoformat(record.created_at)}"
+            f"{record.id}  {record.name}  {record.prefix}…  scope={record.scope}"
+            f"  created {isoformat(record.created_at)}"
+            f"  expires {isoformat(record.expires_at) or 'never'}"
             f"  last used {isoformat(record.last_used_at) or 'never'}  {state}"
         )
 
@@ -245,7 +367,7 @@ def keys_list(tenant_ref: str) -> None:
 @user_errors
 def keys_revoke(key_id: str) -> None:
     """Revoke a key; effective on the next request."""
-    record, revoked = key_service.revoke_key(key_id=key_id)
+    record, revoked = revoke_key_audited(key_id)
     if revoked:
         click.echo(f"Revoked {record.id} ({record.name}).")
     else:
@@ -263,8 +385,23 @@ def keys_revoke(key_id: str) -> None:
 def numbers_add(tenant_ref: str, number: str, label: str) -> None:
     """Provision a phone number (E.164, e.g. +6221555010) for a tenant."""
     tenant = tenant_service.find_tenant(tenant_ref)
-    record = number_service.add_number(tenant=tenant, display_number=number, label=label)
+    record = add_number_audited(tenant=tenant, display_number=number, label=label)
     click.echo(f"Added {record.id} {record.display_number} for {tenant.name}.")
+
+
+def add_number_audited(*, tenant: Tenant, display_number: str, label: str) -> PhoneNumber:
+    """Provision a number and write its audit entry."""
+    with database.atomic():
+        record = number_service.add_number(
+            tenant=tenant, display_number=display_number, label=label
+        )
+        audit_cli(
+            tenant_id=tenant.id,
+            action="number.added",
+            target_id=record.id,
+            details={"number": display_number, "label": label},
+        )
+    return record
 
 
 @numbers_cli.command("list")
@@ -290,8 +427,21 @@ def numbers_list(tenant_ref: str | None) -> None:
 def credits_grant(tenant_ref: str, minutes: int, note: str) -> None:
     """Add purchased minutes (a purchase ledger entry)."""
     tenant = tenant_service.find_tenant(tenant_ref)
-    entry = billing.grant(tenant=tenant, minutes=minutes, note=note)
+    entry = grant_audited(tenant=tenant, minutes=minutes, note=note)
     click.echo(f"Granted {minutes} minutes to {tenant.name}; balance {entry.balance_after}.")
+
+
+def grant_audited(*, tenant: Tenant, minutes: int, note: str) -> CreditTransaction:
+    """Grant minutes and write the audit entry."""
+    with database.atomic():
+        entry = billing.grant(tenant=tenant, minutes=minutes, note=note)
+        audit_cli(
+            tenant_id=tenant.id,
+            action="credits.granted",
+            target_id=entry.id,
+            details={"minutes": minutes, "note": note, "balanceAfter": entry.balance_after},
+        )
+    return entry
 
 
 @db_cli.command("upgrade")
@@ -425,7 +575,14 @@ def deliveries_list(tenant_ref: str | None, status: str | None, limit: int) -> N
 def deliveries_retry(delivery_id: str) -> None:
     """Send a delivery again now, whatever its status, and say what the attempt did."""
     attempts = delivery_service.get_delivery(tenant=None, delivery_id=delivery_id).attempts
-    delivery = delivery_service.retry(tenant=None, delivery_id=delivery_id)
+    with database.atomic():  # the attempt is enqueued (or made, inline) once this commits
+        delivery = delivery_service.retry(tenant=None, delivery_id=delivery_id)
+        audit_cli(
+            tenant_id=delivery.tenant_id,
+            action="delivery.retried",
+            target_id=delivery.id,
+            details={"webhookId": delivery.webhook_id},
+        )
     if not queue.inline():  # a worker makes the attempt
         if not (delivery.job_id and queue.known(delivery.job_id)):
             raise click.ClickException(
@@ -527,31 +684,46 @@ def demo() -> None:
     try:
         tenant = tenant_service.find_tenant(DEMO_TENANT)
     except AppError:
-        tenant = tenant_service.create_tenant(name=DEMO_TENANT, plan="business")
-        billing.grant(tenant=tenant, minutes=60, note="Demo credit")
+        tenant = create_tenant_audited(name=DEMO_TENANT, plan="business")
+        grant_audited(tenant=tenant, minutes=60, note="Demo credit")
     agents = agent_service.list_agents(tenant=tenant)
-    agent = (
-        agents[0]
-        if agents
-        else agent_service.create_agent(
-            tenant=tenant,
-            name="Demo receptionist",
-            system_prompt="You are the friendly receptionist of a small clinic. Answer briefly.",
-            greeting_text="Halo, terima kasih sudah menelepon. Ada yang bisa saya bantu?",
-        )
-    )
+    if agents:
+        agent = agents[0]
+    else:
+        with database.atomic():
+            agent = agent_service.create_agent(
+                tenant=tenant,
+                name="Demo receptionist",
+                system_prompt=(
+                    "You are the friendly receptionist of a small clinic. Answer briefly."
+                ),
+                greeting_text="Halo, terima kasih sudah menelepon. Ada yang bisa saya bantu?",
+            )
+            audit_cli(
+                tenant_id=tenant.id,
+                action="agent.created",
+                target_id=agent.id,
+                details={"name": agent.name},
+            )
     numbers = number_service.list_numbers(tenant=tenant)
     number = (
         numbers[0]
         if numbers
-        else number_service.add_number(tenant=tenant, display_number=DEMO_NUMBER, label="Demo line")
+        else add_number_audited(tenant=tenant, display_number=DEMO_NUMBER, label="Demo line")
     )
     if number.agent_id is None:
-        number_service.assign_agent(tenant=tenant, number_id=number.id, agent_id=agent.id)
+        with database.atomic():
+            number_service.assign_agent(tenant=tenant, number_id=number.id, agent_id=agent.id)
+            audit_cli(
+                tenant_id=tenant.id,
+                action="number.assigned",
+                target_id=number.id,
+                details={"agentId": agent.id},
+            )
     for record in key_service.list_keys(tenant=tenant):
         if record.name == "demo" and record.revoked_at is None:
-            key_service.revoke_key(key_id=record.id)
-    _, key = key_service.create_key(tenant=tenant, name="demo")
+            revoke_key_audited(record.id)
+    _, key = create_key_audited(tenant=tenant, name="demo")
     password = demo_owner_password(tenant)
     click.echo(f"Demo tenant {tenant.id}: number {number.display_number} -> agent {agent.id}")
     click.echo(f"API key (previous demo keys revoked): {key}")

@@ -71,6 +71,12 @@ class Unauthorized(AppError):
     status, code = 401, "unauthorized"
 
 
+class InsufficientScope(AppError):
+    """A valid key whose scope does not allow the request (a read key that writes)."""
+
+    status, code = 403, "insufficient_scope"
+
+
 class NotFound(AppError):
     status, code = 404, "not_found"
 

@@ -51,7 +51,9 @@ class ApiKey(BaseModel):
     prefix = pw.CharField(max_length=16)  # first characters of the key, for recognising it
     key_hash = pw.CharField(max_length=64, unique=True)  # SHA-256 hex; the key is never stored
     created_at = pw.DateTimeField(default=utcnow)
+    scope = pw.CharField(max_length=8, default="full")  # full | read (GET only)
     last_used_at = pw.DateTimeField(null=True)
+    expires_at = pw.DateTimeField(null=True)  # None: never
     revoked_at = pw.DateTimeField(null=True)
 
 
@@ -264,6 +266,31 @@ class FunctionInvocation(BaseModel):
         indexes = ((("call", "created_at"), False),)
 
 
+class AuditEntry(BaseModel):
+    """A change made from the dashboard or the CLI: when, who, what, which id, from where."""
+
+    id = id_field()
+    # None only for a failed sign-in with an email nobody has: it still counts towards the
+    # sign-in throttle, and no tenant sees it.
+    tenant = pw.ForeignKeyField(Tenant, backref="audit_entries", on_delete="CASCADE", null=True)
+    created_at = pw.DateTimeField(default=utcnow)
+    actor_type = pw.CharField(max_length=8)  # user | cli | system
+    actor_id = pw.CharField(max_length=32, null=True)  # e.g. a user's id; no foreign key
+    actor_label = pw.CharField(max_length=255)  # e.g. an email (the one tried, on a failure), "CLI"
+    action = pw.CharField(max_length=64)  # key.created, user.sign_in_failed, …
+    target_id = pw.CharField(max_length=64, null=True)
+    address = pw.CharField(max_length=45, null=True)  # the client's IP address
+    details = JSONField(default=dict)  # never a secret
+
+    class Meta:
+        indexes = (
+            (("tenant", "created_at", "id"), False),
+            # Recent entries of one action for one email or one address (sign-in throttle).
+            (("action", "actor_label", "created_at"), False),
+            (("action", "address", "created_at"), False),
+        )
+
+
 ALL_MODELS = [
     Tenant,
     ApiKey,
@@ -278,4 +305,5 @@ ALL_MODELS = [
     DeliveryAttempt,
     Function,
     FunctionInvocation,
+    AuditEntry,
 ]

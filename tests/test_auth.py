@@ -1,9 +1,17 @@
-"""API keys: hashed at rest, several per tenant, revocation on the next request."""
+"""API keys: hashed at rest, several per tenant, revocation on the next request, a scope
+(full, or read: GET only) and an optional expiry."""
 
+import re
 from datetime import timedelta
 
+import pytest
+from playhouse.test_utils import count_queries
+
+from app.errors import ValidationFailed
 from app.models import ApiKey
 from app.services import keys as key_service
+from app.services import phone_numbers as number_service
+from app.util import utcnow
 from tests.helpers import assert_error
 
 
@@ -41,3 +49,173 @@ def test_last_used_is_written_at_most_once_a_minute(client, api_key, headers):
     ApiKey.update(last_used_at=first - timedelta(minutes=2)).execute()
     client.get("/api/v1/agents", headers=headers)
     assert record_query.get().last_used_at > first - timedelta(minutes=2)
+
+
+# Scopes and expiry.
+
+
+@pytest.fixture
+def read_headers(tenant):
+    return {"x-api-key": key_service.create_key(tenant=tenant, name="reports", scope="read")[1]}
+
+
+@pytest.fixture
+def ids(client, headers, tenant, agent_id):
+    """Records of the tenant that the requests below name, made with the full key."""
+    number = number_service.add_number(tenant=tenant, display_number="+6221555010")
+    webhook = client.post(
+        "/api/v1/webhooks",
+        json={"url": "http://127.0.0.1:9/in", "events": ["call.ended"], "secret": "s" * 24},
+        headers=headers,
+    ).json
+    function = {
+        "name": "lookup",
+        "description": "Look up.",
+        "endpoint": "http://127.0.0.1:9/lookup",
+        "parameters": {"type": "object"},
+    }
+    created = client.post(f"/api/v1/agents/{agent_id}/functions", json=function, headers=headers)
+    assert created.status_code == 201
+    return {"agent": agent_id, "number": number.id, "webhook": webhook["id"], "fn": "lookup"}
+
+
+READS = [
+    "/agents",
+    "/agents/{agent}",
+    "/phone-numbers",
+    "/agents/{agent}/functions",
+    "/calls",
+    "/credits",
+    "/credits/transactions",
+    "/webhooks",
+    "/webhooks/{webhook}",
+    "/webhooks/{webhook}/deliveries",
+]
+
+WRITES = [
+    ("POST", "/agents", {"name": "Sales", "systemPrompt": "Sell."}),
+    ("PATCH", "/agents/{agent}", {"name": "Renamed"}),
+    ("DELETE", "/agents/{agent}", None),
+    ("POST", "/phone-numbers/{number}/assign-agent", {"agentId": None}),
+    ("POST", "/agents/{agent}/functions", {"name": "other"}),
+    ("DELETE", "/agents/{agent}/functions/{fn}", None),
+    ("POST", "/webhooks", {"url": "http://127.0.0.1:9/x", "events": ["call.ended"]}),
+    ("PATCH", "/webhooks/{webhook}", {"isActive": False}),
+    ("DELETE", "/webhooks/{webhook}", None),
+    ("POST", "/webhooks/{webhook}/test", None),
+    ("POST", "/webhooks/deliveries/dlv_00000000000000000000/retry", None),
+]
+
+
+@pytest.mark.parametrize("path", READS)
+def test_read_key_may_read_every_resource(client, read_headers, ids, path):
+    response = client.get("/api/v1" + path.format(**ids), headers=read_headers)
+    assert response.status_code == 200, response.get_data(as_text=True)
+
+
+@pytest.mark.parametrize(("method", "path", "body"), WRITES, ids=[f"{m} {p}" for m, p, _ in WRITES])
+def test_read_key_may_not_change_anything(client, headers, read_headers, ids, method, path, body):
+    before = client.get(f"/api/v1/agents/{ids['agent']}", headers=headers).json
+    response = client.open(
+        "/api/v1" + path.format(**ids), method=method, json=body, headers=read_headers
+    )
+    error = assert_error(response, 403, "insufficient_scope")
+    assert error["message"] == (
+        "This API key is read-only: it may only read (GET). Use a full-access key to make changes."
+    )
+    assert error["details"] == {}
+    assert "X-RateLimit-Remaining" in response.headers  # it counted against the tenant's limit
+    assert client.get(f"/api/v1/agents/{ids['agent']}", headers=headers).json == before
+    assert len(client.get("/api/v1/webhooks", headers=headers).json["webhooks"]) == 1
+
+
+def test_read_key_may_ask_head_and_options(client, read_headers):
+    assert client.head("/api/v1/agents", headers=read_headers).status_code == 200
+    assert client.options("/api/v1/agents", headers=read_headers).status_code == 200
+
+
+def test_read_key_is_refused_on_every_documented_write(client, read_headers):
+    document = client.get("/api/v1/openapi.json").json
+    writes = [
+        (method, path)
+        for path, operations in document["paths"].items()
+        if path.startswith("/api/v1/")
+        for method in operations
+        if method in {"post", "put", "patch", "delete"}
+    ]
+    assert len(writes) == len(WRITES)
+    for method, path in writes:
+        concrete = re.sub(r"\{[^}]+\}", "x", path)
+        response = client.open(concrete, method=method.upper(), json={}, headers=read_headers)
+        assert response.status_code == 403, (method, path)
+        assert document["paths"][path][method]["responses"]["403"] == {
+            "$ref": "#/components/responses/INSUFFICIENT_SCOPE"
+        }
+
+
+def test_full_key_may_change_things(client, headers):
+    created = client.post(
+        "/api/v1/agents", json={"name": "Sales", "systemPrompt": "Sell."}, headers=headers
+    )
+    assert created.status_code == 201
+
+
+def test_expired_key_is_refused_like_a_revoked_one(client, tenant):
+    record, key = key_service.create_key(tenant=tenant, name="temp", expires_in_days=30)
+    assert client.get("/api/v1/agents", headers={"x-api-key": key}).status_code == 200
+    ApiKey.update(expires_at=utcnow() - timedelta(seconds=1)).where(
+        ApiKey.id == record.id
+    ).execute()
+    response = client.get("/api/v1/agents", headers={"x-api-key": key})
+    error = assert_error(response, 401, "unauthorized")
+    assert error["message"] == "Invalid, expired or revoked API key."
+
+
+def test_revoked_key_has_the_same_message(client, tenant):
+    record, key = key_service.create_key(tenant=tenant, name="old")
+    key_service.revoke_key(key_id=record.id)
+    error = assert_error(
+        client.get("/api/v1/agents", headers={"x-api-key": key}), 401, "unauthorized"
+    )
+    assert error["message"] == "Invalid, expired or revoked API key."
+
+
+def test_key_expiring_in_days_is_stored_with_its_scope(tenant):
+    record, key = key_service.create_key(tenant=tenant, name="ci", scope="read", expires_in_days=90)
+    stored = ApiKey.get_by_id(record.id)
+    assert stored.scope == "read"
+    assert stored.expires_at - stored.created_at == timedelta(days=90)
+    authenticated = key_service.authenticate(key=key)
+    assert authenticated is not None
+    assert (authenticated.key_id, authenticated.tenant.id, authenticated.scope) == (
+        record.id,
+        tenant.id,
+        "read",
+    )
+    assert authenticated.read_only
+
+
+def test_key_defaults_to_full_scope_and_no_expiry(tenant):
+    record, _ = key_service.create_key(tenant=tenant, name="prod")
+    stored = ApiKey.get_by_id(record.id)
+    assert (stored.scope, stored.expires_at) == ("full", None)
+
+
+@pytest.mark.parametrize("scope", ["write", "", "FULL"])
+def test_create_key_refuses_an_unknown_scope(tenant, scope):
+    with pytest.raises(ValidationFailed, match="Unknown scope"):
+        key_service.create_key(tenant=tenant, name="x", scope=scope)
+
+
+@pytest.mark.parametrize("days", [0, -1, True, 1.5, key_service.MAX_EXPIRY_DAYS + 1])
+def test_create_key_refuses_a_bad_expiry(tenant, days):
+    with pytest.raises(ValidationFailed, match="expires after 1 to"):
+        key_service.create_key(tenant=tenant, name="x", expires_in_days=days)
+    assert not ApiKey.select().where(ApiKey.name == "x").exists()
+
+
+def test_authenticate_is_one_select(tenant, api_key):
+    key_service.authenticate(key=api_key)  # writes lastUsedAt; the next minute does not
+    with count_queries() as counted:
+        assert key_service.authenticate(key=api_key) is not None
+    assert counted.count == 1

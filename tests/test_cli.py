@@ -1,7 +1,10 @@
 """Admin CLI through Flask's runner: clear one-line errors with exit code 1."""
 
+import json
+import logging
 import socket
 import uuid
+from collections import Counter
 from datetime import timedelta
 
 import pytest
@@ -10,12 +13,22 @@ from playhouse.db_url import connect
 
 from app import create_app, db
 from app.db import database
-from app.models import ApiKey, Call, CreditTransaction, Event, Tenant
+from app.models import (
+    ApiKey,
+    AuditEntry,
+    Call,
+    CreditTransaction,
+    Delivery,
+    Event,
+    PhoneNumber,
+    Tenant,
+)
 from app.services import billing, events
 from app.services import keys as key_service
 from app.services import tenants as tenant_service
 from app.util import isoformat, utcnow
 from tests.conftest import RUNTIME_TOKEN, TEST_DATABASE_URL, using_postgres
+from tests.test_secrets import KEY_SHAPE
 
 
 def closed_port() -> int:
@@ -392,3 +405,200 @@ def test_demo_prints_the_runtime_token(runner):
     assert result.output.splitlines()[-1] == (
         f"Runtime API token (Authorization: Bearer ...): {RUNTIME_TOKEN}"
     )
+
+
+# Key scope and expiry; the audit log of CLI changes.
+
+
+def test_keys_create_with_read_scope_and_expiry(runner, client, tenant):
+    result = runner.invoke(
+        args=[
+            "keys",
+            *("create", "--tenant", "acme", "--name", "reports"),
+            *("--scope", "read", "--expires-in", "90d"),
+        ]
+    )
+    assert result.exit_code == 0, result.output
+    key = result.output.strip().splitlines()[-1]
+    record = ApiKey.get(ApiKey.tenant == tenant)
+    assert record.scope == "read"
+    assert abs(record.expires_at - (utcnow() + timedelta(days=90))) < timedelta(minutes=1)
+    assert f"(reports, read, expires {isoformat(record.expires_at)})" in result.output
+    assert client.get("/api/v1/agents", headers={"x-api-key": key}).status_code == 200
+    refused = client.post("/api/v1/agents", json={}, headers={"x-api-key": key})
+    assert refused.status_code == 403
+
+
+def test_keys_create_defaults_to_full_scope_that_never_expires(runner, tenant):
+    result = runner.invoke(args=["keys", "create", "--tenant", "acme", "--name", "production"])
+    assert "(production, full, never expires)" in result.output
+    record = ApiKey.get(ApiKey.tenant == tenant)
+    assert (record.scope, record.expires_at) == ("full", None)
+
+
+@pytest.mark.parametrize("value", ["90", "0d", "-5d", "3w", "d", "90 days", "1234567d", ""])
+def test_keys_create_refuses_a_bad_expiry_as_a_usage_error(runner, tenant, value):
+    result = runner.invoke(
+        args=["keys", "create", "--tenant", "acme", "--name", "x", "--expires-in", value]
+    )
+    error = one_line_error(result, exit_code=2)
+    assert error.startswith("Error: Invalid value for '--expires-in': "), error
+    assert "such as 90d" in error
+    assert not ApiKey.select().exists()
+
+
+def test_keys_create_refuses_an_unknown_scope_as_a_usage_error(runner, tenant):
+    result = runner.invoke(
+        args=["keys", "create", "--tenant", "acme", "--name", "x", "--scope", "write"]
+    )
+    assert "'--scope'" in one_line_error(result, exit_code=2)
+
+
+def test_keys_list_shows_scope_expiry_last_use_and_state(runner, client, tenant):
+    full, full_key = key_service.create_key(tenant=tenant, name="prod")
+    read, _ = key_service.create_key(
+        tenant=tenant, name="reports", scope="read", expires_in_days=30
+    )
+    gone, _ = key_service.create_key(tenant=tenant, name="temp", expires_in_days=1)
+    ApiKey.update(expires_at=utcnow() - timedelta(hours=1)).where(ApiKey.id == gone.id).execute()
+    old, _ = key_service.create_key(tenant=tenant, name="old")
+    key_service.revoke_key(key_id=old.id)
+    client.get("/api/v1/agents", headers={"x-api-key": full_key})
+    lines = {
+        line.split()[0]: line
+        for line in runner.invoke(args=["keys", "list", "--tenant", "acme"]).output.splitlines()
+    }
+    used = ApiKey.get_by_id(full.id).last_used_at
+    assert lines[full.id].endswith(
+        f"scope=full  created {isoformat(full.created_at)}  expires never"
+        f"  last used {isoformat(used)}  active"
+    )
+    assert f"scope=read  created {isoformat(read.created_at)}" in lines[read.id]
+    assert f"expires {isoformat(read.expires_at)}  last used never  active" in lines[read.id]
+    assert lines[gone.id].endswith("last used never  expired")
+    revoked_at = ApiKey.get_by_id(old.id).revoked_at
+    assert lines[old.id].endswith(f"last used never  revoked {isoformat(revoked_at)}")
+
+
+def audit_entries(tenant):
+    return list(
+        AuditEntry.select().where(AuditEntry.tenant == tenant.id).order_by(AuditEntry.created_at)
+    )
+
+
+@pytest.fixture
+def delivery_id(client, headers, tenant):
+    """A failed delivery of an active webhook (nothing listens at its URL)."""
+    webhook = client.post(
+        "/api/v1/webhooks",
+        json={"url": "http://127.0.0.1:9/in", "events": ["call.ended"], "secret": "s" * 24},
+        headers=headers,
+    ).json
+    with database.atomic():
+        events.emit(tenant_id=tenant.id, type="call.ended", data={"callId": "call_1"})
+    delivery = Delivery.get(Delivery.webhook == webhook["id"])
+    Delivery.update(status="failed").where(Delivery.id == delivery.id).execute()
+    return delivery.id
+
+
+@pytest.mark.parametrize(
+    ("args", "action", "details"),
+    [
+        (["tenants", "set-plan", "--tenant", "acme", "starter"], "tenant.plan_changed", {}),
+        (["tenants", "set-threshold", "--tenant", "acme", "25"], "tenant.threshold_changed", {}),
+        (
+            ["numbers", "add", "--tenant", "acme", "+6221555010", "--label", "Main"],
+            "number.added",
+            {"number": "+6221555010", "label": "Main"},
+        ),
+        (
+            ["credits", "grant", "--tenant", "acme", "--minutes", "120", "--note", "PO 7"],
+            "credits.granted",
+            {"minutes": 120, "note": "PO 7", "balanceAfter": 120},
+        ),
+    ],
+    ids=lambda value: value[1] if isinstance(value, list) else None,
+)
+def test_cli_changes_are_written_to_the_audit_log(runner, tenant, args, action, details):
+    result = runner.invoke(args=args)
+    assert result.exit_code == 0, result.output
+    [entry] = audit_entries(tenant)
+    assert (entry.action, entry.actor_type, entry.actor_label, entry.actor_id) == (
+        action,
+        "cli",
+        "CLI",
+        None,
+    )
+    target = {
+        "number.added": lambda: PhoneNumber.get().id,
+        "credits.granted": lambda: CreditTransaction.get().id,
+    }.get(action, lambda: tenant.id)()
+    assert entry.target_id == target
+    assert details.items() <= entry.details.items()
+
+
+def test_tenants_create_is_the_first_entry_of_its_audit_log(runner):
+    runner.invoke(args=["tenants", "create", "acme", "--plan", "business"])
+    tenant = Tenant.get(Tenant.name == "acme")
+    [entry] = audit_entries(tenant)
+    assert (entry.action, entry.target_id, entry.details) == (
+        "tenant.created",
+        tenant.id,
+        {"name": "acme", "plan": "business", "rateLimit": None},
+    )
+
+
+def test_keys_create_and_revoke_are_audited_without_the_key(runner, tenant, caplog):
+    caplog.set_level(logging.DEBUG)
+    created = runner.invoke(
+        args=["keys", "create", "--tenant", "acme", "--name", "ci", "--expires-in", "30d"]
+    )
+    key = created.output.strip().splitlines()[-1]
+    record = ApiKey.get(ApiKey.tenant == tenant)
+    runner.invoke(args=["keys", "revoke", record.id])
+    runner.invoke(args=["keys", "revoke", record.id])  # already revoked: nothing changes
+    made, revoked = audit_entries(tenant)
+    assert (made.action, made.target_id, made.details) == (
+        "key.created",
+        record.id,
+        {"name": "ci", "scope": "full", "expiresAt": isoformat(record.expires_at)},
+    )
+    assert (revoked.action, revoked.target_id, revoked.details) == (
+        "key.revoked",
+        record.id,
+        {"name": "ci"},
+    )
+    stored = json.dumps(list(AuditEntry.select().dicts()), default=str)
+    assert key not in stored and key not in caplog.text
+    assert KEY_SHAPE.search(stored) is None
+
+
+def test_deliveries_retry_is_audited(runner, tenant, delivery_id):
+    result = runner.invoke(args=["deliveries", "retry", delivery_id])
+    assert result.exit_code == 0, result.output
+    [entry] = [entry for entry in audit_entries(tenant) if entry.action == "delivery.retried"]
+    assert entry.target_id == delivery_id
+    assert entry.details == {"webhookId": Delivery.get_by_id(delivery_id).webhook_id}
+
+
+def test_a_failed_cli_change_writes_no_audit_entry(runner, tenant):
+    runner.invoke(args=["numbers", "add", "--tenant", "acme", "+6221555010"])
+    result = runner.invoke(args=["numbers", "add", "--tenant", "acme", "+6221555010"])
+    assert result.exit_code == 1
+    assert [entry.action for entry in audit_entries(tenant)] == ["number.added"]
+
+
+def test_demo_writes_its_changes_to_the_audit_log(runner):
+    runner.invoke(args=["demo"])
+    runner.invoke(args=["demo"])
+    demo = Tenant.get(Tenant.name == "demo")
+    actions = Counter(entry.action for entry in audit_entries(demo))
+    assert actions == {
+        "tenant.created": 1,
+        "credits.granted": 1,
+        "agent.created": 1,
+        "number.added": 1,
+        "number.assigned": 1,
+        "key.created": 2,
+        "key.revoked": 1,
+    }

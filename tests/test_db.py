@@ -17,6 +17,7 @@ def test_migrations_create_every_table_from_empty(tmp_path):
         "001_initial",
         "002_delivery_job_id",
         "003_credit_reservation",
+        "004_key_scopes_and_audit",
         "005_users",
     ]
     tables = set(database.get_tables())

@@ -14,6 +14,7 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
 from app.errors import AppError
+from app.services import audit
 from app.services import users as user_service
 
 log = logging.getLogger(__name__)
@@ -82,18 +83,17 @@ def owner_only(view):
 
 
 def record_change(action: str, target_id: str | None = None, **details: Any) -> None:
-    """Note a change made from the dashboard (who, what, which id, from where) for the
-    tenant's audit log; call it in the view that made the change, after the service did."""
-    log.info(
-        "dashboard change",
-        extra={
-            "action": action,
-            "targetId": target_id,
-            "userId": g.user.id,
-            "tenantId": g.tenant.id,
-            "address": request.remote_addr,
-            **details,
-        },
+    """Write the tenant's audit entry for a change made from the dashboard (who, what, which
+    id, from where); call it in the view that made the change, after the service did."""
+    audit.record(
+        tenant_id=g.tenant.id,
+        action=action,
+        target_id=target_id,
+        actor_type="user",
+        actor_id=g.user.id,
+        actor_label=g.user.email,
+        address=request.remote_addr,
+        details=details,
     )
 
 

@@ -1,12 +1,62 @@
 """Signing in and out of the dashboard."""
 
+from datetime import timedelta
+
 from flask import flash, redirect, render_template, request, session, url_for
 
 from app.dashboard import bp
 from app.dashboard.forms import SignInForm
+from app.db import database
+from app.services import audit
 from app.services import users as user_service
+from app.util import utcnow
 
 FAILED = "Wrong email or password."
+THROTTLED = "Too many failed sign-ins. Wait 15 minutes, then try again."
+# Failed sign-ins allowed per email and per address in the window, before a wait.
+MAX_FAILURES = 5
+FAILURE_WINDOW = timedelta(minutes=15)
+
+
+def _throttled(email: str, address: str | None) -> bool:
+    """Whether this email or this address has failed MAX_FAILURES times in the window; the
+    same for emails nobody has, so the answer reveals no account."""
+    since = utcnow() - FAILURE_WINDOW
+    failed = "user.sign_in_failed"
+    if audit.count_recent(action=failed, since=since, email=email) >= MAX_FAILURES:
+        return True
+    return (
+        address is not None
+        and audit.count_recent(action=failed, since=since, address=address) >= MAX_FAILURES
+    )
+
+
+def _attempt(email: str, password: str):
+    """The user these credentials sign in, or None; either way an audit entry."""
+    address = request.remote_addr
+    user = user_service.authenticate(email=email, password=password)
+    with database.atomic():
+        if user is None:
+            owner = user_service.user_with_email(email)
+            audit.record(
+                tenant_id=owner.tenant_id if owner else None,
+                action="user.sign_in_failed",
+                target_id=owner.id if owner else None,
+                actor_type="user",
+                actor_label=email,
+                address=address,
+            )
+        else:
+            audit.record(
+                tenant_id=user.tenant_id,
+                action="user.signed_in",
+                target_id=user.id,
+                actor_type="user",
+                actor_id=user.id,
+                actor_label=user.email,
+                address=address,
+            )
+    return user
 
 
 def _next_page() -> str:
@@ -22,7 +72,11 @@ def sign_in():
     form = SignInForm()
     status = 200
     if form.validate_on_submit():
-        user = user_service.authenticate(email=form.email.data, password=form.password.data)
+        email = user_service.normalise_email(form.email.data)
+        if _throttled(email, request.remote_addr):
+            flash(THROTTLED, "error")
+            return render_template("dashboard/sign_in.html", form=form), 429
+        user = _attempt(email, form.password.data)
         if user is not None:
             # A new session at every sign-in: nothing of an earlier one carries over.
             session.clear()

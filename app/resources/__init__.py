@@ -47,6 +47,17 @@ def register_blueprints(api: Api) -> None:
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
         },
     )
+    api.spec.components.response(
+        "INSUFFICIENT_SCOPE",
+        {
+            "description": "The API key is read-only (scope read): it may only GET; error code "
+            "insufficient_scope.",
+            "headers": {
+                name: {"$ref": f"#/components/headers/{name}"} for name in RATE_LIMIT_HEADERS
+            },
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        },
+    )
     api.register_blueprint(health.blp)
     for blp in TENANT_BLUEPRINTS + RUNTIME_BLUEPRINTS:
         api.register_blueprint(blp)

@@ -6,7 +6,7 @@ import marshmallow as ma
 from flask import request
 from flask_smorest import Blueprint
 
-from app.auth import require_api_key, require_runtime_token
+from app.auth import READ_METHODS, require_api_key, require_runtime_token, require_scope
 from app.errors import AppError
 from app.resources.fields import MAX_INT32
 from app.resources.guards import ArgumentsParser, refuse_nul_characters
@@ -60,6 +60,8 @@ class GuardedBlueprint(Blueprint):
     SECURITY_SCHEME: str
     # The errors the hooks around every view may answer: (status, response component).
     GUARD_ERRORS: tuple[tuple[int, str], ...] = ((401, "UNAUTHORIZED"),)
+    # Those it may also answer to a request that changes something (not GET).
+    WRITE_GUARD_ERRORS: tuple[tuple[int, str], ...] = ()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -73,6 +75,8 @@ class GuardedBlueprint(Blueprint):
         """Document the security scheme and the errors the hooks around the view answer."""
         doc["security"] = [{self.SECURITY_SCHEME: []}]
         errors = list(self.GUARD_ERRORS)
+        if method.upper() not in READ_METHODS:
+            errors.extend(self.WRITE_GUARD_ERRORS)
         if method.upper() in BODY_METHODS:
             # Any body sent must be JSON (require_json_body), even where none is read.
             errors.extend(BODY_ERRORS if "requestBody" in doc else BODY_ERRORS[-1:])
@@ -88,13 +92,17 @@ class TenantBlueprint(GuardedBlueprint):
     """A blueprint of the tenant API (/api/v1): every request needs an API key.
 
     The key is checked by app.auth.authenticate_request, an app-level hook that runs before
-    the rate limiter, so the limiter can count per tenant and bad keys count for nobody.
+    the rate limiter, so the limiter can count per tenant and bad keys count for nobody; its
+    scope by app.auth.authorize_request, after the limiter, so a read key's refused write
+    counts like any request of its tenant.
     """
 
     authenticate = staticmethod(require_api_key)
+    authorize = staticmethod(require_scope)  # a read key may only read (403)
     rate_limited = True
     SECURITY_SCHEME = "ApiKeyAuth"
     GUARD_ERRORS = ((401, "UNAUTHORIZED"), (429, "RATE_LIMITED"))
+    WRITE_GUARD_ERRORS = ((403, "INSUFFICIENT_SCOPE"),)
 
     def _prepare_guard_doc(
         self, doc: dict[str, Any], doc_info: dict[str, Any], **kwargs: Any

@@ -1,27 +1,61 @@
-"""API keys: created once, stored as SHA-256, several per tenant, revocable."""
+"""API keys: created once, stored as SHA-256, several per tenant, revocable; a scope (full,
+or read: GET only) and an optional expiry."""
 
 import hashlib
 import secrets
 import string
+from dataclasses import dataclass
 from datetime import timedelta
 
 from app.db import database
-from app.errors import NotFound
+from app.errors import NotFound, ValidationFailed
 from app.models import ApiKey, Tenant
 from app.util import new_id, utcnow
 
 KEY_PREFIX = "dkl_"
 _BASE62 = string.ascii_letters + string.digits
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+SCOPES = ("full", "read")
+# The longest expiry accepted: beyond it a date could overflow; the dashboard offers 30-365.
+MAX_EXPIRY_DAYS = 36_500
+
+
+@dataclass(frozen=True)
+class Authenticated:
+    """Who an active key lets in, and what it may do."""
+
+    key_id: str
+    tenant: Tenant
+    scope: str
+
+    @property
+    def read_only(self) -> bool:
+        return self.scope == "read"
 
 
 def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def create_key(*, tenant: Tenant, name: str) -> tuple[ApiKey, str]:
-    """Create a key; return the record and the plaintext key (shown once, never stored)."""
+def create_key(
+    *, tenant: Tenant, name: str, scope: str = "full", expires_in_days: int | None = None
+) -> tuple[ApiKey, str]:
+    """Create a key; return the record and the plaintext key (shown once, never stored).
+
+    scope is "full" or "read" (GET only); expires_in_days None means the key never expires.
+    """
+    if scope not in SCOPES:
+        raise ValidationFailed(f"Unknown scope {scope!r}: use one of {', '.join(SCOPES)}.")
+    if expires_in_days is not None and (
+        isinstance(expires_in_days, bool)
+        or not isinstance(expires_in_days, int)
+        or not 1 <= expires_in_days <= MAX_EXPIRY_DAYS
+    ):
+        raise ValidationFailed(
+            f"A key expires after 1 to {MAX_EXPIRY_DAYS} days, or never (no expiry)."
+        )
     key = KEY_PREFIX + "".join(secrets.choice(_BASE62) for _ in range(40))
+    now = utcnow()
     with database.atomic():
         record = ApiKey.create(
             id=new_id("key"),
@@ -29,6 +63,9 @@ def create_key(*, tenant: Tenant, name: str) -> tuple[ApiKey, str]:
             name=name,
             prefix=key[:12],
             key_hash=hash_key(key),
+            scope=scope,
+            created_at=now,
+            expires_at=None if expires_in_days is None else now + timedelta(days=expires_in_days),
         )
     return record, key
 
@@ -52,19 +89,24 @@ def revoke_key(*, key_id: str) -> tuple[ApiKey, bool]:
     return record, bool(revoked)
 
 
-def authenticate(*, key: str) -> Tenant | None:
-    """The tenant of the active key, or None. Touches the key's lastUsedAt once a minute."""
+def authenticate(*, key: str) -> Authenticated | None:
+    """The tenant and scope of the key if it is active (neither revoked nor expired), else
+    None, in one SELECT. Touches the key's lastUsedAt once a minute."""
     if not key.startswith(KEY_PREFIX) or len(key) > 100:
         return None
+    now = utcnow()
     record = (
-        ApiKey.select(ApiKey.id, ApiKey.last_used_at, Tenant)
+        ApiKey.select(ApiKey.id, ApiKey.scope, ApiKey.last_used_at, Tenant)
         .join(Tenant)
-        .where((ApiKey.key_hash == hash_key(key)) & ApiKey.revoked_at.is_null())
+        .where(
+            (ApiKey.key_hash == hash_key(key))
+            & ApiKey.revoked_at.is_null()
+            & (ApiKey.expires_at.is_null() | (ApiKey.expires_at > now))
+        )
         .first()
     )
     if record is None:
         return None
-    now = utcnow()
     if record.last_used_at is None or now - record.last_used_at >= LAST_USED_RESOLUTION:
         stale = now - LAST_USED_RESOLUTION
         with database.atomic():
@@ -72,4 +114,4 @@ def authenticate(*, key: str) -> Tenant | None:
                 (ApiKey.id == record.id)
                 & (ApiKey.last_used_at.is_null() | (ApiKey.last_used_at <= stale))
             ).execute()
-    return record.tenant
+    return Authenticated(key_id=record.id, tenant=record.tenant, scope=record.scope)

@@ -61,8 +61,12 @@ def create_user(*, tenant: Tenant, email: str, password: str, role: str) -> User
         )
 
 
+def user_with_email(email: str) -> User | None:
+    return User.get_or_none(User.email == normalise_email(email))
+
+
 def find_user(email: str) -> User:
-    user = User.get_or_none(User.email == normalise_email(email))
+    user = user_with_email(email)
     if user is None:
         raise NotFound(f"No user with the email {email!r}.")
     return user

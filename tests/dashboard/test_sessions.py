@@ -2,6 +2,7 @@
 
 import pytest
 
+from app.services import audit
 from app.services import users as user_service
 from tests.dashboard.conftest import PASSWORD, csrf_token, sign_in
 
@@ -155,3 +156,30 @@ def test_demo_prints_an_owner_who_can_sign_in(runner, client):
     assert sign_in(client, email, password).status_code == 302
     again = runner.invoke(args=["demo"]).output
     assert password not in again  # a new password each time, like the key
+
+
+def test_sign_ins_are_in_the_audit_log(client, owner):
+    sign_in(client, owner.email, password="wrong password!")
+    sign_in(client, owner.email)
+    page = audit.list_entries(tenant=owner.tenant, limit=10, offset=0)
+    assert [(entry.action, entry.target_id) for entry in page.items] == [
+        ("user.signed_in", owner.id),
+        ("user.sign_in_failed", owner.id),
+    ]
+    assert all(entry.address == "127.0.0.1" for entry in page.items)
+
+
+@pytest.mark.parametrize("email", ["owner@acme.test", "nobody@acme.test"])
+def test_sign_in_is_throttled_after_five_failures_alike_for_any_email(client, owner, email):
+    for _ in range(5):
+        assert sign_in(client, email, password="wrong password!").status_code == 401
+    # Now even the right password waits, and the message says nothing of the account.
+    refused = sign_in(client, email, password=PASSWORD)
+    assert refused.status_code == 429
+    assert "Too many failed sign-ins" in refused.get_data(True)
+
+
+def test_the_throttle_counts_failures_per_address_too(client, owner, viewer):
+    for number in range(5):
+        sign_in(client, f"guess{number}@acme.test", password="wrong password!")
+    assert sign_in(client, viewer.email).status_code == 429
