@@ -1,9 +1,11 @@
 """Input guards of the HTTP layer: bounded JSON bodies, and no NUL characters anywhere.
 
-Python's JSON decoder recurses once per nesting level, and PostgreSQL can neither store nor
-compare text holding U+0000, so without these a deep body or a NUL would end in a 500.
+Python's JSON decoder recurses once per nesting level and refuses an integer longer than
+sys.get_int_max_str_digits(), and PostgreSQL can neither store nor compare text holding
+U+0000, so without these a deep body, a huge number or a NUL would end in a 500.
 """
 
+import sys
 from typing import Any
 
 import flask
@@ -60,6 +62,14 @@ def check_json_body(body: Any, raw: bytes) -> None:
         )
 
 
+def too_many_digits() -> str:
+    """The message for a body whose integer Python will not convert (int_max_str_digits)."""
+    return (
+        "The request body is not valid JSON: it has an integer of more than "
+        f"{sys.get_int_max_str_digits():,} digits."
+    )
+
+
 class ArgumentsParser(FlaskParser):
     """webargs' parser, with the guards of check_json_body on every JSON body it loads."""
 
@@ -68,6 +78,8 @@ class ArgumentsParser(FlaskParser):
             body = super().load_json(req, schema)
         except RecursionError:  # json's decoder recurses once per level of nesting
             raise BadRequest(TOO_DEEP) from None
+        except ValueError:  # json raises no other (its JSONDecodeError webargs made a 400)
+            raise BadRequest(too_many_digits()) from None
         if body is not core.missing:
             check_json_body(body, req.get_data(cache=True))
         return body
