@@ -106,6 +106,22 @@ def test_integer_beyond_pythons_digit_limit_is_a_bad_request(client, auth, metho
     assert error["details"] == {}
 
 
+@pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400", "-1E+400"])
+def test_number_that_is_not_finite_is_a_bad_request(client, auth, method, path, number):
+    body = '{"name": "a", "metadata": {"x": [N]}}'.replace("N", number)
+    error = assert_error(send(client, method, path, auth(path), body), 400, "bad_request")
+    assert "NaN, Infinity and numbers beyond a 64-bit float" in error["message"]
+
+
+def test_largest_float_is_a_number(client, runtime_headers, did):
+    call_id = start(client, runtime_headers, did).json["id"]
+    body = json_text(end_body(metadata={}), "metadata", '{"x": 1.7e308, "y": -1e-400}')
+    response = send(client, "POST", f"{RUNTIME}/{call_id}/ended", runtime_headers, body)
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert response.json["metadata"] == {"x": 1.7e308, "y": -0.0}
+
+
 @pytest.mark.parametrize("method", ["POST", "PATCH"])
 def test_huge_integer_out_of_a_fields_range_is_a_validation_error(client, headers, method):
     path = "/api/v1/agents" + ("/" + agent_id_of(client, headers) if method == "PATCH" else "")
@@ -128,8 +144,8 @@ def test_huge_integer_in_a_runtime_field_is_a_validation_error(client, runtime_h
 
 
 def json_text(body: dict, field: str, number: str) -> str:
-    """body as JSON with field's value written as number (too long for json.dumps to make)."""
-    return json.dumps({**body, field: 0}).replace(f'"{field}": 0', f'"{field}": {number}')
+    """body as JSON with field's value written as number, text json.dumps would not write."""
+    return json.dumps({**body, field: 0}).replace(f'"{field}": 0', f'"{field}": {number}', 1)
 
 
 @pytest.mark.parametrize(("method", "path"), BODY_ROUTES)

@@ -5,6 +5,7 @@ sys.get_int_max_str_digits(), and PostgreSQL can neither store nor compare text 
 U+0000, so without these a deep body, a huge number or a NUL would end in a 500.
 """
 
+import math
 import sys
 from typing import Any
 
@@ -19,6 +20,12 @@ MAX_JSON_DEPTH = 32
 NUL = "\x00"
 NUL_MESSAGE = "Must not contain NUL (U+0000) characters."
 TOO_DEEP = f"The request body is nested more than {MAX_JSON_DEPTH} levels deep."
+# Python's decoder reads NaN and Infinity, which JSON has not, and 1e400 as infinity:
+# stored, they would come back out as NaN or Infinity, which no JSON parser reads.
+NOT_FINITE = (
+    "The request body is not valid JSON: NaN, Infinity and numbers beyond a 64-bit float "
+    "(about 1.8e308) are not accepted."
+)
 
 
 def _walk(body: Any, surrogates: bool) -> list[str]:
@@ -47,11 +54,14 @@ def _walk(body: Any, surrogates: bool) -> list[str]:
                         "The request body is not valid JSON: it has an unpaired surrogate "
                         "escape (\\ud800 to \\udfff)."
                     ) from None
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise BadRequest(NOT_FINITE)
     return with_nul
 
 
 def check_json_body(body: Any, raw: bytes) -> None:
-    """400 for a body nested too deeply or holding an unpaired surrogate; 422 for a NUL."""
+    """400 for a body nested too deeply, holding an unpaired surrogate or a number that is not
+    finite; 422 for a NUL."""
     # Only a \uD800-\uDFFF escape can make an unpaired surrogate: skip the encode checks
     # without one (JSON's u is lower case; its hex digits are either).
     with_nul = _walk(body, surrogates=b"\\ud" in raw or b"\\uD" in raw)
