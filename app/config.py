@@ -78,8 +78,9 @@ API_SPEC_OPTIONS = {
             "**Errors** always have the body "
             '`{"error": {"code", "message", "details", "requestId"}}`.\n\n'
             "**Request bodies** are JSON (415 otherwise) of at most 1 MiB (413), nested at most "
-            "32 levels deep (400). No string, id or query parameter may contain the NUL "
-            "character U+0000: such a body or parameter is refused with 422, such an id "
+            "32 levels deep, without NaN, Infinity, numbers beyond a 64-bit float or integers "
+            "of more than 4,300 digits (400). No string, id or query parameter may contain the "
+            "NUL character U+0000: such a body or parameter is refused with 422, such an id "
             "with 404.\n\n"
             "**Rate limits** are per tenant, all keys together: starter 60, business 300 "
             "requests per minute, enterprise as agreed. Every authenticated tenant API response "
