@@ -1,4 +1,5 @@
-"""Input guards of the HTTP layer: bounded JSON bodies, and no NUL characters anywhere.
+"""Input guards of the HTTP layer: a bounded request head, bounded JSON bodies, and no NUL
+characters anywhere.
 
 Python's JSON decoder recurses once per nesting level and refuses an integer longer than
 sys.get_int_max_str_digits(), and PostgreSQL can neither store nor compare text holding
@@ -14,8 +15,14 @@ from flask import request
 from webargs import core
 from webargs.flaskparser import FlaskParser
 
-from app.errors import BadRequest, NotFound, ValidationFailed
+from app.errors import BadRequest, HeaderTooLarge, NotFound, URITooLong, ValidationFailed
 
+# The request head the app answers itself, in its error body. The HTTP server's own limits
+# (deploy/gunicorn.conf.py) are set above these, so that only a head beyond them gets the
+# server's plain answer: a request line over 8,190 bytes (gunicorn's maximum, which leaves
+# room for a target of 8,000 bytes and any method) and a header field over 16 KiB.
+MAX_TARGET_BYTES = 8000
+MAX_HEADER_BYTES = 8192
 MAX_JSON_DEPTH = 32
 NUL = "\x00"
 NUL_MESSAGE = "Must not contain NUL (U+0000) characters."
@@ -93,6 +100,25 @@ class ArgumentsParser(FlaskParser):
         if body is not core.missing:
             check_json_body(body, req.get_data(cache=True))
         return body
+
+
+def refuse_oversized_head() -> None:
+    """414 for a request target (path and query as sent) over MAX_TARGET_BYTES, 431 for a
+    header whose name and value together are over MAX_HEADER_BYTES; before anything else."""
+    environ = request.environ
+    # The target as sent: gunicorn and werkzeug (its server and its test client) both pass it
+    # as RAW_URI; another server may not, and then the re-quoted path and query stand in.
+    target = environ.get("RAW_URI") or environ.get("REQUEST_URI") or request.full_path
+    if len(target) > MAX_TARGET_BYTES:
+        raise URITooLong(
+            f"The request target (path and query) is longer than {MAX_TARGET_BYTES:,} bytes."
+        )
+    for name, value in request.headers.items():
+        if len(name) + len(value) > MAX_HEADER_BYTES:
+            shown = name if len(name) <= 64 else name[:64] + "…"
+            raise HeaderTooLarge(
+                f"The header {shown} is larger than {MAX_HEADER_BYTES:,} bytes (name and value)."
+            )
 
 
 def refuse_nul_characters() -> None:
