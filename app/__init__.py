@@ -10,6 +10,7 @@ from app import auth, db, errors, logs, metrics, queue, ratelimit
 from app import config as default_config
 from app.encoding import OrjsonProvider
 from app.extensions import api
+from app.resources.guards import refuse_oversized_head
 from app.util import new_id
 
 TRUE_WORDS = {"1", "true", "yes", "on"}
@@ -65,6 +66,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     db.init_app(app)
     register_request_id(app)
+    app.before_request(refuse_oversized_head)  # before authentication reads any header
     logs.init_app(app)
     metrics.init_app(app)
     app.before_request(auth.authenticate_request)

@@ -19,9 +19,11 @@ CODES_BY_STATUS = {
     405: "method_not_allowed",
     409: "conflict",
     413: "payload_too_large",
+    414: "uri_too_long",
     415: "unsupported_media_type",
     422: "validation_error",
     429: "rate_limited",
+    431: "header_too_large",
     500: "internal_error",
     503: "service_unavailable",
 }
@@ -33,9 +35,11 @@ MESSAGES_BY_STATUS = {
     405: "The method is not allowed for this resource.",
     409: "The request conflicts with the current state of the resource.",
     413: "The request body is larger than 1 MiB.",
+    414: "The request target (path and query) is too long.",
     415: "The request body must be JSON (Content-Type: application/json).",
     422: "The request has invalid fields.",
     429: "Rate limit exceeded.",
+    431: "A request header is too large.",
     500: "An unexpected error occurred. It has been logged.",
     503: "The service is not available.",
 }
@@ -83,6 +87,14 @@ class NotFound(AppError):
 
 class Conflict(AppError):
     status, code = 409, "conflict"
+
+
+class URITooLong(AppError):
+    status, code = 414, "uri_too_long"
+
+
+class HeaderTooLarge(AppError):
+    status, code = 431, "header_too_large"
 
 
 class ValidationFailed(AppError):

@@ -21,7 +21,6 @@ from importlib import metadata
 from typing import Any
 from urllib.parse import urlsplit
 
-import idna
 import requests
 from requests.adapters import HTTPAdapter
 from urllib3 import Timeout
@@ -129,28 +128,51 @@ def is_ip_literal(host: str) -> bool:
     return True
 
 
-def host_name(host: str) -> str:
-    """The ASCII name DNS is asked for; UnsafeURL unless host is a valid host name.
+def canonical_host(host: str) -> str:
+    """host as the guard resolves and vets it; UnsafeURL unless an IP address or a host name.
 
-    A name with non-ASCII characters is encoded as requests encodes it before sending
-    (IDNA 2008 with UTS 46 mapping, by the idna package), an ASCII one is taken as it is, as
-    requests takes it. Either way each label has 1 to 63 characters and the name at most 253.
+    IPv6 brackets and the root's trailing dot are dropped, so "localhost." is localhost and
+    "127.0.0.1." is 127.0.0.1 (a resolver would take "127.0.0.1." for a name to ask DNS, whose
+    answer need not be the address it reads as). A name is ASCII, as requests sends it (see
+    target_host), with labels of 1 to 63 characters and at most 253 characters in all.
     """
-    try:
-        name = host if host.isascii() else idna.encode(host, uts46=True).decode("ascii")
-    except idna.IDNAError as exc:
-        raise UnsafeURL(f"The URL's host is not a valid host name ({exc}).") from None
-    fqdn = name.removesuffix(".")
-    if len(fqdn) > MAX_HOST_NAME_LENGTH:
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    name = host.removesuffix(".")
+    if is_ip_literal(name):
+        return name
+    if not name.isascii():
+        raise UnsafeURL("The URL's host is not a valid host name (it is not ASCII).")
+    if len(name) > MAX_HOST_NAME_LENGTH:
         raise UnsafeURL(
             f"The URL's host is not a valid host name (over {MAX_HOST_NAME_LENGTH} characters)."
         )
-    if not all(0 < len(label) <= MAX_LABEL_LENGTH for label in fqdn.split(".")):
+    if not all(0 < len(label) <= MAX_LABEL_LENGTH for label in name.split(".")):
         raise UnsafeURL(
             "The URL's host is not a valid host name (a label is empty or over "
             f"{MAX_LABEL_LENGTH} characters)."
         )
     return name
+
+
+def target_host(url: str) -> str:
+    """The host the sender resolves and vets for url; UnsafeURL when it could not send to it.
+
+    requests prepares a URL with urllib3's parser, which decodes percent-escapes of unreserved
+    characters (%31 is 1, %2e is .), lowers the case and encodes a non-ASCII label by IDNA 2008
+    (refusing one that needs UTS 46 mapping first, such as full-width letters), and its adapter
+    reads the host back from the prepared URL. The same two steps, by the same code, give the
+    host here, so what is vetted at registration is what the sender connects to.
+    """
+    prepared = requests.PreparedRequest()
+    try:
+        prepared.prepare_url(url, None)
+        host = urlsplit(str(prepared.url)).hostname
+    except (requests.RequestException, ValueError) as exc:
+        raise UnsafeURL(f"The URL's host is not a valid host name ({exc}).") from None
+    if not host:
+        raise UnsafeURL("The URL has no host.")
+    return canonical_host(host)
 
 
 def resolve(host: str, port: int) -> list[str]:
@@ -186,9 +208,9 @@ class AddressGuard:
         encode, a ValueError for an answer that is no address) is an UnsafeURL too, so the
         sender reports it as an outbound error like any other.
         """
-        host = host.strip("[]")
+        host = canonical_host(host)
         try:
-            found = [host] if is_ip_literal(host) else self.resolver(host_name(host), port)
+            found = [host] if is_ip_literal(host) else self.resolver(host, port)
             if not found:
                 raise socket.gaierror(f"{host} has no address")
             self.vet(host, found)
@@ -201,10 +223,10 @@ def check_url(url: str, *, allow_private: bool, resolve_host: bool = True) -> No
     """Raise UnsafeURL unless url may receive requests (also used when it is registered).
 
     https only (http too when private URLs are allowed), no user info, at most 2,048
-    characters, and a host that is an IP address or a valid host name (host_name), whatever
-    the policy, and, unless private URLs are allowed, that is not and does not resolve to a
-    blocked address. A valid name that does not resolve at all is accepted here: delivery
-    checks it again on every attempt.
+    characters, and a host the sender can send to (target_host: an IP address or a valid
+    host name, however written) whatever the policy, and, unless private URLs are allowed,
+    that is not and does not resolve to a blocked address. A valid name that does not resolve
+    at all is accepted here: delivery checks it again on every attempt.
     """
     if len(url) > MAX_URL_LENGTH:
         raise UnsafeURL(f"The URL is longer than {MAX_URL_LENGTH} characters.")
@@ -222,15 +244,15 @@ def check_url(url: str, *, allow_private: bool, resolve_host: bool = True) -> No
         raise UnsafeURL("The URL must not contain a user name or password.")
     if not parts.hostname:
         raise UnsafeURL("The URL has no host.")
-    if is_ip_literal(parts.hostname):
+    host = target_host(url)  # under any policy: no request could ever be sent otherwise
+    if is_ip_literal(host):
         if not allow_private:
-            AddressGuard().vet(parts.hostname, [parts.hostname])
+            AddressGuard().vet(host, [host])
         return
-    host_name(parts.hostname)  # under any policy: no request could ever be sent to it
     if allow_private or not resolve_host:
         return
     try:
-        AddressGuard().addresses(parts.hostname, port or 443)
+        AddressGuard().addresses(host, port or DEFAULT_PORTS[parts.scheme.lower()])
     except OSError:
         return  # the name does not resolve (yet)
 

@@ -29,6 +29,17 @@ backlog = 2048
 max_requests = 20_000
 max_requests_jitter = 2_000
 
+# The request head. The app answers a request target over 8,000 bytes (414) and a header
+# over 8 KiB (431) itself, in its JSON error body with X-Request-Id (app/resources/guards.py).
+# gunicorn's limits sit above those, so only a head beyond them gets gunicorn's own plain
+# HTML answer: a request line over 8,190 bytes (the most gunicorn allows short of no limit
+# at all) is its 414; a header field over 16 KiB, or more than 100 header fields, its 431.
+# Raising the field size costs memory: gunicorn buffers up to fields x size (1.6 MB) while
+# it reads a head.
+limit_request_line = 8190
+limit_request_field_size = 16384
+limit_request_fields = 100
+
 # The app logs one JSON line per request itself; gunicorn only logs its own events.
 accesslog = None
 errorlog = "-"

@@ -2,9 +2,13 @@
 
 
 def assert_error(response, status: int, code: str) -> dict:
-    """Assert the documented error body and return its error object."""
-    assert response.status_code == status, response.get_data(as_text=True)
-    body = response.get_json()
+    """Assert the documented error body and return its error object (of a test client's
+    response, or of a requests response from a real server)."""
+    real = not hasattr(response, "get_json")
+    text = response.text if real else response.get_data(as_text=True)
+    assert response.status_code == status, text
+    assert response.headers["Content-Type"] == "application/json"
+    body = response.json() if real else response.get_json()
     assert set(body) == {"error"}
     error = body["error"]
     assert set(error) == {"code", "message", "details", "requestId"}

@@ -6,10 +6,12 @@ metacharacters, on every route they apply to; in both database passes (PostgreSQ
 NUL characters that SQLite stores).
 """
 
+import json
+
 import pytest
 
 from app.models import Agent
-from tests.call_flow import RUNTIME, start
+from tests.call_flow import RUNTIME, end_body, start
 from tests.helpers import assert_error
 
 BODY_ROUTES = [
@@ -94,6 +96,59 @@ def test_nesting_is_allowed_to_32_levels(client, runtime_headers, did):
 
 
 @pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
+@pytest.mark.parametrize("template", ['{"name": %s}', '{"a": [{"b": -%s}]}', "%s"])
+def test_integer_beyond_pythons_digit_limit_is_a_bad_request(client, auth, method, path, template):
+    body = template % ("9" * 5000)  # over int_max_str_digits (4,300 by default)
+    error = assert_error(send(client, method, path, auth(path), body), 400, "bad_request")
+    assert error["message"] == (
+        "The request body is not valid JSON: it has an integer of more than 4,300 digits."
+    )
+    assert error["details"] == {}
+
+
+@pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400", "-1E+400"])
+def test_number_that_is_not_finite_is_a_bad_request(client, auth, method, path, number):
+    body = '{"name": "a", "metadata": {"x": [N]}}'.replace("N", number)
+    error = assert_error(send(client, method, path, auth(path), body), 400, "bad_request")
+    assert "NaN, Infinity and numbers beyond a 64-bit float" in error["message"]
+
+
+def test_largest_float_is_a_number(client, runtime_headers, did):
+    call_id = start(client, runtime_headers, did).json["id"]
+    body = json_text(end_body(metadata={}), "metadata", '{"x": 1.7e308, "y": -1e-400}')
+    response = send(client, "POST", f"{RUNTIME}/{call_id}/ended", runtime_headers, body)
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert response.json["metadata"] == {"x": 1.7e308, "y": -0.0}
+
+
+@pytest.mark.parametrize("method", ["POST", "PATCH"])
+def test_huge_integer_out_of_a_fields_range_is_a_validation_error(client, headers, method):
+    path = "/api/v1/agents" + ("/" + agent_id_of(client, headers) if method == "PATCH" else "")
+    body = '{"name": "a", "systemPrompt": "b", "maxCallDurationMinutes": %s}' % ("9" * 4000)
+    error = assert_error(send(client, method, path, headers, body), 422, "validation_error")
+    assert set(error["details"]) == {"maxCallDurationMinutes"}
+
+
+def agent_id_of(client, headers) -> str:
+    body = {"name": "a", "systemPrompt": "b"}
+    return client.post("/api/v1/agents", json=body, headers=headers).json["id"]
+
+
+@pytest.mark.parametrize("field", ["durationSeconds", "talkTimeSeconds", "aiCostIdr"])
+def test_huge_integer_in_a_runtime_field_is_a_validation_error(client, runtime_headers, did, field):
+    call_id = start(client, runtime_headers, did).json["id"]
+    body = json_text(end_body(), field, "-" + "9" * 4000)
+    response = send(client, "POST", f"{RUNTIME}/{call_id}/ended", runtime_headers, body)
+    assert set(assert_error(response, 422, "validation_error")["details"]) == {field}
+
+
+def json_text(body: dict, field: str, number: str) -> str:
+    """body as JSON with field's value written as number, text json.dumps would not write."""
+    return json.dumps({**body, field: 0}).replace(f'"{field}": 0', f'"{field}": {number}', 1)
+
+
+@pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
 @pytest.mark.parametrize(
     "content_type", ["text/plain", "application/xml", "application/x-www-form-urlencoded"]
 )
@@ -162,6 +217,8 @@ def test_nul_in_a_filter_is_a_validation_error(client, headers):
     ("query", "field"),
     [
         ("limit=1000000000000000000000000000000", "limit"),
+        ("limit=" + "9" * 5000, "limit"),
+        ("offset=-" + "9" * 5000, "offset"),
         ("limit=0", "limit"),
         ("limit=101", "limit"),
         ("limit=-1", "limit"),

@@ -1,6 +1,11 @@
 """Every layer answers errors with the one documented body and X-Request-Id."""
 
 import logging
+import threading
+
+import pytest
+import requests
+from werkzeug.serving import make_server
 
 from tests.helpers import assert_error
 
@@ -92,3 +97,85 @@ def test_every_response_has_request_id(client, headers):
     assert ok.headers["X-Request-Id"].startswith("req_")
     assert bad.headers["X-Request-Id"].startswith("req_")
     assert ok.headers["X-Request-Id"] != bad.headers["X-Request-Id"]
+
+
+def test_request_target_over_8000_bytes_is_uri_too_long(client, headers):
+    path = "/api/v1/agents/agent_"
+    fits = client.get(path + "x" * (8000 - len(path)), headers=headers)
+    assert_error(fits, 404, "not_found")
+    response = client.get(path + "x" * (8001 - len(path)), headers=headers)
+    error = assert_error(response, 414, "uri_too_long")
+    assert error == {
+        "code": "uri_too_long",
+        "message": "The request target (path and query) is longer than 8,000 bytes.",
+        "details": {},
+        "requestId": response.headers["X-Request-Id"],
+    }
+
+
+def test_request_target_is_measured_as_sent(client, headers):
+    """Percent-escapes count as sent (three bytes each), as the server's own limit counts."""
+    path = "/api/v1/agents/" + "%41" * 2700
+    assert_error(client.get(path, headers=headers), 414, "uri_too_long")
+
+
+def test_header_over_8_kib_is_too_large_before_authentication(client):
+    fits = client.get("/api/v1/agents", headers={"x-api-key": "k" * (8192 - len("x-api-key"))})
+    assert_error(fits, 401, "unauthorized")
+    response = client.get("/api/v1/agents", headers={"X-Padding": "p" * 8184})
+    error = assert_error(response, 431, "header_too_large")
+    assert error["message"] == "The header X-Padding is larger than 8,192 bytes (name and value)."
+    assert error["details"] == {}
+
+
+def test_huge_header_name_is_cut_short_in_the_message(client):
+    response = client.get("/healthz", headers={"X-" + "n" * 9000: "v"})
+    error = assert_error(response, 431, "header_too_large")
+    assert len(error["message"]) < 200
+
+
+def assert_server_answer(response, status: int) -> None:
+    """The HTTP server's own answer, from below the app: HTML, no request id."""
+    assert response.status_code == status, response.text[:300]
+    assert response.headers["Content-Type"].startswith("text/html")
+    assert "X-Request-Id" not in response.headers
+
+
+def test_gunicorn_answers_json_up_to_its_own_limits(workers, redis_url):
+    """deploy/gunicorn.conf.py lets every head within its limits reach the app, which answers
+    over-long ones in its error body; beyond gunicorn's limits gunicorn answers itself."""
+    base = workers.start_web(workers=1, REDIS_URL=redis_url)
+    assert_error(requests.get(base + "/" + "x" * 6000, timeout=10), 404, "not_found")
+    assert_error(requests.get(base + "/" + "x" * 8100, timeout=10), 414, "uri_too_long")
+    big_header = requests.get(base + "/healthz", headers={"X-Padding": "p" * 10240}, timeout=10)
+    assert_error(big_header, 431, "header_too_large")
+    assert_server_answer(requests.get(base + "/" + "x" * 8200, timeout=10), 414)
+    huge_header = requests.get(base + "/healthz", headers={"X-Padding": "p" * 16400}, timeout=10)
+    assert_server_answer(huge_header, 431)
+    many = {f"X-Header-{number}": "v" for number in range(101)}
+    assert_server_answer(requests.get(base + "/healthz", headers=many, timeout=10), 431)
+    assert requests.get(base + "/healthz", timeout=10).status_code == 200
+
+
+@pytest.fixture
+def dev_server(app):
+    """werkzeug's development server (what flask run serves with) on a free port."""
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    yield f"http://127.0.0.1:{server.port}"
+    server.shutdown()
+    thread.join()
+
+
+def test_dev_server_answers_json_up_to_its_own_limits(dev_server):
+    assert_error(requests.get(dev_server + "/" + "x" * 6000, timeout=10), 404, "not_found")
+    long_target = requests.get(dev_server + "/" + "x" * 8100, timeout=10)
+    assert_error(long_target, 414, "uri_too_long")
+    big_header = requests.get(
+        dev_server + "/healthz", headers={"X-Padding": "p" * 10240}, timeout=10
+    )
+    assert_error(big_header, 431, "header_too_large")
+    assert_server_answer(requests.get(dev_server + "/" + "x" * 65537, timeout=10), 414)
+    many = {f"X-Header-{number}": "v" for number in range(101)}
+    assert_server_answer(requests.get(dev_server + "/healthz", headers=many, timeout=10), 431)

@@ -147,9 +147,76 @@ def test_check_url_admits_valid_host_names_and_ip_literals(no_network, url):
     outbound.check_url(url, allow_private=True)
 
 
-def test_host_name_is_the_ascii_name_requests_sends():
-    assert outbound.host_name("b\u00fccher.test") == "xn--bcher-kva.test"
-    assert outbound.host_name("hooks.example.test.") == "hooks.example.test."
+@pytest.mark.parametrize(
+    "url, host",
+    [
+        ("https://b\u00fccher.test/in", "xn--bcher-kva.test"),  # IDNA, as urllib3 encodes it
+        ("https://B\u00dcCHER.test/in", "xn--bcher-kva.test"),
+        ("https://Hooks.Example.TEST./in", "hooks.example.test"),  # the root's dot dropped
+        ("https://%31%32%37.0.0.1/in", "127.0.0.1"),  # urllib3 decodes unreserved escapes
+        ("https://127%2e0%2e0%2e1:8443/in", "127.0.0.1"),
+        ("https://127.0.0.1./in", "127.0.0.1"),
+        ("https://loc%61lhost./in", "localhost"),
+        ("https://[::1]/in", "::1"),
+    ],
+)
+def test_target_host_is_the_host_the_sender_resolves(no_network, url, host):
+    assert outbound.target_host(url) == host
+
+
+# Hosts written so that the name the sender resolves, or the address it connects to, is not
+# the text between // and the port: all of them lead to 127.0.0.1.
+LOOPBACK_SPELLINGS = [
+    "localhost.",  # a name resolving to loopback, with the root's trailing dot
+    "LocalHost.",
+    "127.0.0.1.",
+    "%31%32%37.0.0.1",
+    "127%2e0%2e0%2e1",
+    "loc%61lhost",
+]
+# Hosts the sender (requests, through urllib3) cannot send to at all: IDNA 2008 without the
+# UTS 46 mapping refuses full-width letters, circled digits and ideographic full stops.
+UNSENDABLE_HOSTS = [
+    "\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54",  # full-width localhost
+    "\u2460\u2461\u2466.0.0.1",  # circled 1, 2, 7
+    "127\u30020\u30020\u30021",  # ideographic full stops
+    "%",
+]
+
+
+@pytest.mark.parametrize("host", LOOPBACK_SPELLINGS)
+def test_check_url_refuses_loopback_however_it_is_written(host):
+    with pytest.raises(outbound.BlockedAddress, match="127.0.0.1"):
+        outbound.check_url(f"https://{host}/in", allow_private=False)
+
+
+@pytest.mark.parametrize("host", LOOPBACK_SPELLINGS)
+def test_sender_refuses_loopback_however_it_is_written(host):
+    with Receiver() as receiver:
+        url = f"https://{host}:{receiver.port}/in"
+        with pytest.raises(outbound.BlockedAddress, match="127.0.0.1"):
+            outbound.Sender(allow_private=False).send("POST", url, timeout=(3, 5))
+    assert receiver.requests == []
+
+
+@pytest.mark.parametrize("host", LOOPBACK_SPELLINGS)
+def test_what_the_check_admits_the_sender_delivers_to_the_vetted_address(host):
+    with Receiver() as receiver:
+        url = f"http://{host}:{receiver.port}/in"
+        outbound.check_url(url, allow_private=True)
+        response = outbound.Sender(allow_private=True).send("POST", url, timeout=(3, 5))
+        assert response.status_code == 200
+    [request] = receiver.requests
+    assert request.path == "/in"
+
+
+@pytest.mark.parametrize("allow_private", [False, True])
+@pytest.mark.parametrize("host", UNSENDABLE_HOSTS)
+def test_check_url_refuses_a_host_the_sender_cannot_send_to(no_network, host, allow_private):
+    with pytest.raises(outbound.UnsafeURL, match="not a valid host name"):
+        outbound.check_url(f"https://{host}/in", allow_private=allow_private)
+    with pytest.raises(outbound.UnsafeURL, match="not a valid host name"):
+        outbound.Sender(allow_private=True).send("POST", f"https://{host}/in", timeout=(3, 5))
 
 
 def test_check_url_with_private_allowed_admits_http_and_loopback():

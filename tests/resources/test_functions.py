@@ -3,7 +3,9 @@
 import pytest
 
 from app.models import Function
+from tests.call_flow import RUNTIME, answer, start
 from tests.helpers import assert_error
+from tests.receiver import Receiver
 
 PARAMETERS = {
     "type": "object",
@@ -174,5 +176,58 @@ def test_endpoint_must_have_a_valid_host_name(app, client, headers, agent_id, al
     response = create(client, headers, agent_id, endpoint="https://a..b/orders")
     error = assert_error(response, 422, "validation_error")
     assert list(error["details"]) == ["endpoint"]
+    assert "not a valid host name" in error["details"]["endpoint"][0]
+    assert Function.select().count() == 0
+
+
+# A name resolving to loopback with the root's dot, a dotted address, percent-escapes: each
+# host leads to 127.0.0.1 once the sender has normalised it.
+LOOPBACK_SPELLINGS = [
+    "localhost.",
+    "127.0.0.1.",
+    "%31%32%37.0.0.1",
+    "127%2e0%2e0%2e1",
+    "loc%61lhost",
+]
+
+
+@pytest.mark.parametrize("host", LOOPBACK_SPELLINGS)
+def test_endpoint_refuses_loopback_however_it_is_written(app, client, headers, agent_id, host):
+    app.config["ALLOW_PRIVATE_URLS"] = False
+    response = create(client, headers, agent_id, endpoint=f"https://{host}/orders")
+    error = assert_error(response, 422, "validation_error")
+    assert "127.0.0.1, a private or reserved address" in error["details"]["endpoint"][0]
+    assert Function.select().count() == 0
+
+
+@pytest.mark.parametrize("host", LOOPBACK_SPELLINGS)
+def test_loopback_however_written_is_called_when_private_urls_are_allowed(
+    client, headers, runtime_headers, agent_id, did, host
+):
+    with Receiver() as receiver:
+        endpoint = f"http://{host}:{receiver.port}/orders"
+        created = create(client, headers, agent_id, endpoint=endpoint, method="POST")
+        assert created.status_code == 201
+        call_id = start(client, runtime_headers, did).json["id"]
+        answer(client, runtime_headers, call_id)
+        called = client.post(
+            f"{RUNTIME}/{call_id}/function-calls",
+            json={"functionName": "lookup_order", "parameters": {"orderId": "A-1"}},
+            headers=runtime_headers,
+        )
+    assert called.status_code == 200, called.get_data(as_text=True)
+    [request] = receiver.requests
+    assert request.path == "/orders"
+    assert request.json()["parameters"] == {"orderId": "A-1"}
+
+
+@pytest.mark.parametrize("allow_private", [True, False])
+def test_endpoint_refuses_a_host_the_sender_cannot_send_to(
+    app, client, headers, agent_id, allow_private
+):
+    app.config["ALLOW_PRIVATE_URLS"] = allow_private
+    fullwidth = "\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54"  # localhost
+    response = create(client, headers, agent_id, endpoint=f"https://{fullwidth}/orders")
+    error = assert_error(response, 422, "validation_error")
     assert "not a valid host name" in error["details"]["endpoint"][0]
     assert Function.select().count() == 0

@@ -166,6 +166,60 @@ def test_create_refuses_a_host_that_is_no_host_name(app, client, headers, allow_
     assert Webhook.select().count() == 0
 
 
+# A name resolving to loopback with the root's dot, a dotted address, percent-escapes: each
+# host leads to 127.0.0.1 once the sender has normalised it.
+LOOPBACK_SPELLINGS = [
+    "localhost.",
+    "127.0.0.1.",
+    "%31%32%37.0.0.1",
+    "127%2e0%2e0%2e1",
+    "loc%61lhost",
+]
+
+
+@pytest.mark.parametrize("host", LOOPBACK_SPELLINGS)
+def test_create_and_patch_refuse_loopback_however_it_is_written(
+    client, headers, webhook, private_urls_refused, host
+):
+    url = f"https://{host}/in"
+    created = client.post(API, json=body(url=url), headers=headers)
+    patched = client.patch(f"{API}/{webhook['id']}", json={"url": url}, headers=headers)
+    for response in (created, patched):
+        error = assert_error(response, 422, "validation_error")
+        assert error["message"] == "Invalid value for url."
+        assert "127.0.0.1, a private or reserved address" in error["details"]["url"][0]
+    assert [hook.url for hook in Webhook.select()] == [webhook["url"]]
+
+
+@pytest.mark.parametrize("host", LOOPBACK_SPELLINGS)
+def test_loopback_however_written_is_delivered_to_when_private_urls_are_allowed(
+    app, client, headers, host
+):
+    with Receiver() as receiver:
+        url = f"http://{host}:{receiver.port}"
+        created = client.post(API, json=body(url=url + "/created"), headers=headers).json
+        client.post(f"{API}/{created['id']}/test", headers=headers)
+        receiver.wait_for(1)
+        patched = client.patch(
+            f"{API}/{created['id']}", json={"url": url + "/patched"}, headers=headers
+        )
+        assert patched.status_code == 200
+        client.post(f"{API}/{created['id']}/test", headers=headers)
+        requests = receiver.wait_for(2)
+        assert queue.inline_worker(app).wait_idle(5)
+    assert [request.path for request in requests] == ["/created", "/patched"]
+
+
+@pytest.mark.parametrize("allow_private", [True, False])
+def test_create_refuses_a_host_the_sender_cannot_send_to(app, client, headers, allow_private):
+    app.config["ALLOW_PRIVATE_URLS"] = allow_private
+    fullwidth = "\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54"  # localhost
+    response = client.post(API, json=body(url=f"https://{fullwidth}/in"), headers=headers)
+    error = assert_error(response, 422, "validation_error")
+    assert "not a valid host name" in error["details"]["url"][0]
+    assert Webhook.select().count() == 0
+
+
 def test_create_with_private_urls_allowed_accepts_local_http(client, headers):
     response = client.post(API, json=body(url="http://127.0.0.1:8080/in"), headers=headers)
     assert response.status_code == 201
