@@ -6,6 +6,7 @@ only owners and admins may send one. Another tenant's ids are 404, as in the API
 """
 
 import logging
+from datetime import datetime
 from functools import wraps
 from typing import Any
 
@@ -16,6 +17,7 @@ from werkzeug.exceptions import HTTPException
 from app.errors import AppError
 from app.services import audit
 from app.services import users as user_service
+from app.util import utcnow
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +133,13 @@ def navigation() -> list[tuple[str, str]]:
 
 @bp.app_context_processor
 def dashboard_context() -> dict[str, Any]:
-    return {"can_change": can_change, "navigation": navigation}
+    return {"can_change": can_change, "navigation": navigation, "now": utcnow}
+
+
+@bp.app_template_filter("when")
+def when(value: datetime | None, empty: str = "") -> str:
+    """A stored UTC time as the dashboard shows it: 2026-11-24 19:02 UTC."""
+    return value.strftime("%Y-%m-%d %H:%M UTC") if value else empty
 
 
 @bp.errorhandler(CSRFError)
@@ -174,7 +182,7 @@ def init_app(app) -> None:
     JSON API, which authenticates with headers, is untouched."""
     app.config.setdefault("WTF_CSRF_CHECK_DEFAULT", False)
     csrf.init_app(app)
-    from app.dashboard import auth, overview  # noqa: F401  (views register on bp)
+    from app.dashboard import auth, overview, settings  # noqa: F401  (views register on bp)
 
     app.register_blueprint(bp)
     app.add_url_rule("/", "front_page", front_page)

@@ -1,10 +1,50 @@
 """The dashboard's forms (Flask-WTF: fields, their validation and the CSRF token)."""
 
 from flask_wtf import FlaskForm
-from wtforms import EmailField, PasswordField
+from wtforms import EmailField, PasswordField, SelectChoice, SelectField, StringField
 from wtforms.validators import DataRequired, Length
+
+from app.services import users as user_service
+
+ROLE_CHOICES = [
+    SelectChoice("viewer", "Viewer (reads only)"),
+    SelectChoice("admin", "Admin (everything but users)"),
+    SelectChoice("owner", "Owner (everything, users too)"),
+]
 
 
 class SignInForm(FlaskForm):
     email = EmailField("Email", validators=[DataRequired(), Length(max=254)])
     password = PasswordField("Password", validators=[DataRequired(), Length(max=1024)])
+
+
+class CreateKeyForm(FlaskForm):
+    name = StringField("Name", validators=[DataRequired(), Length(max=100)])
+    scope = SelectField(
+        "Scope", choices=[SelectChoice("full", "Full access"), SelectChoice("read", "Read only")]
+    )
+    expires = SelectField(
+        "Expires",
+        choices=[
+            SelectChoice("", "Never"),
+            SelectChoice("30", "In 30 days"),
+            SelectChoice("90", "In 90 days"),
+            SelectChoice("365", "In 365 days"),
+        ],
+    )
+
+
+class AddUserForm(FlaskForm):
+    email = EmailField("Email", validators=[DataRequired(), Length(max=254)])
+    role = SelectField("Role", choices=ROLE_CHOICES, default="viewer")
+    password = PasswordField(
+        "Initial password",
+        validators=[
+            DataRequired(),
+            Length(min=user_service.MIN_PASSWORD_LENGTH, max=user_service.MAX_PASSWORD_LENGTH),
+        ],
+    )
+
+
+class RoleForm(FlaskForm):
+    role = SelectField("Role", choices=ROLE_CHOICES)

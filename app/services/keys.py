@@ -74,6 +74,14 @@ def list_keys(*, tenant: Tenant) -> list[ApiKey]:
     return list(ApiKey.select().where(ApiKey.tenant == tenant).order_by(ApiKey.created_at))
 
 
+def get_key(*, tenant: Tenant, key_id: str) -> ApiKey:
+    """The tenant's key, or NotFound (also for another tenant's key)."""
+    record = ApiKey.get_or_none((ApiKey.id == key_id) & (ApiKey.tenant == tenant))
+    if record is None:
+        raise NotFound(f"No API key {key_id}.")
+    return record
+
+
 def revoke_key(*, key_id: str) -> tuple[ApiKey, bool]:
     """Revoke a key, effective on the next request; the key, and whether this call revoked it
     (False: it was revoked already, and keeps the time it was revoked at)."""

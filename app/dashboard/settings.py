@@ -1,0 +1,118 @@
+"""Settings: API keys (create, shown once; revoke), Team (owners) and the Audit log (owners)."""
+
+from flask import abort, flash, g, redirect, render_template, request, url_for
+
+from app.dashboard import bp, owner_only, record_change
+from app.dashboard.forms import AddUserForm, CreateKeyForm, RoleForm
+from app.db import database
+from app.services import audit
+from app.services import keys as key_service
+from app.services import users as user_service
+
+AUDIT_PAGE_SIZE = 50
+MAX_OFFSET = 2_147_483_647
+
+
+@bp.route("/settings/api-keys", methods=["GET", "POST"])
+def api_keys():
+    form = CreateKeyForm()
+    created = None
+    status = 200
+    if form.validate_on_submit():
+        days = int(form.expires.data) if form.expires.data else None
+        with database.atomic():
+            record, key = key_service.create_key(
+                tenant=g.tenant, name=form.name.data, scope=form.scope.data, expires_in_days=days
+            )
+            record_change("key.created", record.id, name=record.name, scope=record.scope)
+        # Shown on this page only: the key is never stored, and never shown again.
+        created = {"record": record, "key": key}
+        form = CreateKeyForm(formdata=None)
+    elif request.method == "POST":
+        status = 422
+    keys = key_service.list_keys(tenant=g.tenant)
+    return render_template(
+        "dashboard/settings/api_keys.html", form=form, keys=keys, created=created
+    ), status
+
+
+@bp.route("/settings/api-keys/<key_id>/revoke", methods=["GET", "POST"])
+def revoke_key(key_id: str):
+    """GET asks for confirmation; POST revokes (effective on the key's next request)."""
+    record = key_service.get_key(tenant=g.tenant, key_id=key_id)
+    if request.method == "GET":
+        return render_template("dashboard/settings/revoke_key.html", record=record)
+    with database.atomic():
+        record, revoked = key_service.revoke_key(key_id=record.id)
+        if revoked:
+            record_change("key.revoked", record.id, name=record.name)
+    flash(f"The key {record.name} ({record.prefix}…) is revoked.", "success")
+    return redirect(url_for("dashboard.api_keys"))
+
+
+@bp.route("/settings/team", methods=["GET", "POST"])
+@owner_only
+def team():
+    form = AddUserForm()
+    status = 200
+    if form.validate_on_submit():
+        with database.atomic():
+            user = user_service.create_user(
+                tenant=g.tenant,
+                email=form.email.data,
+                password=form.password.data,
+                role=form.role.data,
+            )
+            record_change("user.created", user.id, email=user.email, role=user.role)
+        flash(f"{user.email} can now sign in as {user.role}.", "success")
+        return redirect(url_for("dashboard.team"))
+    if request.method == "POST":
+        status = 422
+    users = user_service.list_users(tenant=g.tenant)
+    role_forms = {user.id: RoleForm(formdata=None, role=user.role) for user in users}
+    return render_template(
+        "dashboard/settings/team.html", form=form, users=users, role_forms=role_forms
+    ), status
+
+
+@bp.route("/settings/team/<user_id>/role", methods=["POST"])
+@owner_only
+def change_role(user_id: str):
+    user = user_service.get_user(tenant=g.tenant, user_id=user_id)
+    form = RoleForm()
+    if not form.validate_on_submit():
+        abort(422, "Choose one of the roles.")
+    if user.id == g.user.id and form.role.data != "owner":
+        abort(409, "You cannot take away your own owner role; another owner can.")
+    with database.atomic():
+        user = user_service.set_role(user=user, role=form.role.data)
+        record_change("user.role_changed", user.id, role=user.role)
+    flash(f"{user.email} is now {user.role}.", "success")
+    return redirect(url_for("dashboard.team"))
+
+
+@bp.route("/settings/team/<user_id>/disable", methods=["GET", "POST"])
+@owner_only
+def disable_user(user_id: str):
+    """GET asks for confirmation; POST disables the user and ends their sessions."""
+    user = user_service.get_user(tenant=g.tenant, user_id=user_id)
+    if user.id == g.user.id:
+        abort(409, "You cannot disable yourself; another owner can.")
+    if request.method == "GET":
+        return render_template("dashboard/settings/disable_user.html", user=user)
+    with database.atomic():
+        user, changed = user_service.disable(user=user)
+        if changed:
+            record_change("user.disabled", user.id, email=user.email)
+    flash(f"{user.email} is disabled and signed out.", "success")
+    return redirect(url_for("dashboard.team"))
+
+
+@bp.route("/settings/audit-log")
+@owner_only
+def audit_log():
+    offset = request.args.get("offset", 0, type=int) or 0
+    if not 0 <= offset <= MAX_OFFSET:
+        abort(422, f"offset is 0 to {MAX_OFFSET}.")
+    page = audit.list_entries(tenant=g.tenant, limit=AUDIT_PAGE_SIZE, offset=offset)
+    return render_template("dashboard/settings/audit_log.html", page=page)

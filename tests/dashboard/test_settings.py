@@ -1,0 +1,164 @@
+"""Settings: API keys (created and shown once, revoked), Team and the Audit log."""
+
+import re
+from datetime import timedelta
+
+import pytest
+
+from app.models import ApiKey
+from app.services import audit
+from app.services import keys as key_service
+from app.services import users as user_service
+from app.util import utcnow
+from tests.dashboard.conftest import PASSWORD, csrf_token, sign_in
+
+KEYS = "/dashboard/settings/api-keys"
+
+
+def create_key(post, **fields):
+    data = {"name": "production", "scope": "full", "expires": "", **fields}
+    return post(KEYS, data, token_from=KEYS)
+
+
+def shown_key(response) -> str:
+    match = re.search(r'id="new-key-value"[^>]*value="(dkl_[A-Za-z0-9]+)"', response.get_data(True))
+    assert match, "the new key is not on the page"
+    return match.group(1)
+
+
+def test_a_key_created_here_is_shown_once_and_works_in_the_api(signed_in, post):
+    response = create_key(post)
+    assert response.status_code == 200
+    key = shown_key(response)
+    assert signed_in.get("/api/v1/agents", headers={"x-api-key": key}).status_code == 200
+    again = signed_in.get(KEYS).get_data(True)
+    assert key not in again and "production" in again and key[:12] in again
+
+
+def test_a_read_key_with_an_expiry(signed_in, post, tenant):
+    key = shown_key(create_key(post, name="reports", scope="read", expires="90"))
+    record = ApiKey.get(ApiKey.name == "reports")
+    assert record.scope == "read"
+    assert abs(record.expires_at - (utcnow() + timedelta(days=90))) < timedelta(minutes=1)
+    api = {"x-api-key": key}
+    assert signed_in.get("/api/v1/agents", headers=api).status_code == 200
+    refused = signed_in.post("/api/v1/agents", json={"name": "x", "systemPrompt": "y"}, headers=api)
+    assert refused.status_code == 403 and refused.json["error"]["code"] == "insufficient_scope"
+    page = signed_in.get(KEYS).get_data(True)
+    assert "Read only" in page
+
+
+@pytest.mark.parametrize(
+    "fields", [{"name": ""}, {"scope": "root"}, {"expires": "7"}, {"name": "x" * 101}]
+)
+def test_bad_key_forms_are_refused_with_a_message(signed_in, post, fields):
+    response = create_key(post, **fields)
+    assert response.status_code == 422
+    assert "new-key-value" not in response.get_data(True)
+    assert ApiKey.select().count() == 0
+
+
+def test_revoking_asks_first_then_the_key_is_refused_at_once(signed_in, post, tenant):
+    key = shown_key(create_key(post))
+    record = ApiKey.get(ApiKey.name == "production")
+    confirm = signed_in.get(f"{KEYS}/{record.id}/revoke")
+    assert confirm.status_code == 200 and "Revoke key production?" in confirm.get_data(True)
+    assert signed_in.get("/api/v1/agents", headers={"x-api-key": key}).status_code == 200
+    done = post(f"{KEYS}/{record.id}/revoke", token_from=f"{KEYS}/{record.id}/revoke")
+    assert done.status_code == 302
+    assert signed_in.get("/api/v1/agents", headers={"x-api-key": key}).status_code == 401
+    actions = [entry.action for entry in audit.list_entries(tenant=tenant, limit=9, offset=0).items]
+    assert actions[:2] == ["key.revoked", "key.created"]
+
+
+def test_another_tenants_key_is_404(signed_in, post, other_tenant):
+    record, _ = key_service.create_key(tenant=other_tenant, name="theirs")
+    assert signed_in.get(f"{KEYS}/{record.id}/revoke").status_code == 404
+    assert post(f"{KEYS}/{record.id}/revoke").status_code == 404
+    assert ApiKey.get_by_id(record.id).revoked_at is None
+
+
+def test_a_viewer_sees_keys_without_revoke_and_cannot_create(client, viewer, tenant):
+    key_service.create_key(tenant=tenant, name="production")
+    sign_in(client, viewer.email)
+    page = client.get(KEYS)
+    text = page.get_data(True)
+    assert page.status_code == 200 and "production" in text
+    assert "Revoke" not in text and "Create key" not in text
+    token = csrf_token(page)
+    refused = client.post(
+        KEYS, data={"name": "x", "scope": "full", "expires": "", "csrf_token": token}
+    )
+    assert refused.status_code == 403
+    record = ApiKey.get()
+    assert client.post(f"{KEYS}/{record.id}/revoke", data={"csrf_token": token}).status_code == 403
+    assert ApiKey.get().revoked_at is None
+
+
+def test_a_key_form_without_its_token_is_refused(signed_in):
+    response = signed_in.post(KEYS, data={"name": "x", "scope": "full", "expires": ""})
+    assert response.status_code == 400
+    assert ApiKey.select().count() == 0
+
+
+def test_the_team_page_adds_users_changes_roles_and_disables(signed_in, post, client, tenant):
+    added = post(
+        "/dashboard/settings/team",
+        {"email": "Bea@Acme.test", "role": "viewer", "password": PASSWORD},
+        token_from="/dashboard/settings/team",
+    )
+    assert added.status_code == 302
+    bea = user_service.find_user("bea@acme.test")
+    assert bea.role == "viewer" and bea.tenant_id == tenant.id
+    changed = post(f"/dashboard/settings/team/{bea.id}/role", {"role": "admin"})
+    assert changed.status_code == 302 and user_service.find_user("bea@acme.test").role == "admin"
+    confirm = signed_in.get(f"/dashboard/settings/team/{bea.id}/disable")
+    assert "Disable bea@acme.test?" in confirm.get_data(True)
+    assert post(f"/dashboard/settings/team/{bea.id}/disable").status_code == 302
+    assert user_service.find_user("bea@acme.test").disabled_at is not None
+    log = signed_in.get("/dashboard/settings/audit-log").get_data(True)
+    for action in ("user.created", "user.role_changed", "user.disabled", "user.signed_in"):
+        assert action in log
+
+
+def test_an_owner_cannot_disable_or_demote_themselves(signed_in, post, owner):
+    assert post(f"/dashboard/settings/team/{owner.id}/disable").status_code == 409
+    assert post(f"/dashboard/settings/team/{owner.id}/role", {"role": "viewer"}).status_code == 409
+    assert user_service.find_user(owner.email).role == "owner"
+
+
+def test_a_duplicate_or_short_user_is_refused_with_a_message(signed_in, post, owner):
+    taken = post(
+        "/dashboard/settings/team", {"email": owner.email, "role": "viewer", "password": PASSWORD}
+    )
+    assert taken.status_code == 409
+    short = post(
+        "/dashboard/settings/team", {"email": "c@acme.test", "role": "viewer", "password": "short"}
+    )
+    assert short.status_code == 422
+
+
+@pytest.mark.parametrize("role", ["admin", "viewer"])
+def test_team_and_audit_log_are_for_owners(client, tenant, role):
+    user_service.create_user(tenant=tenant, email=f"{role}@acme.test", password=PASSWORD, role=role)
+    sign_in(client, f"{role}@acme.test")
+    assert client.get("/dashboard/settings/team").status_code == 403
+    assert client.get("/dashboard/settings/audit-log").status_code == 403
+    menu = client.get("/dashboard/").get_data(True)
+    assert "Audit log" not in menu and "API keys" in menu
+
+
+def test_another_tenants_user_is_404(signed_in, post, other_tenant):
+    theirs = user_service.create_user(
+        tenant=other_tenant, email="x@globex.test", password=PASSWORD, role="viewer"
+    )
+    assert signed_in.get(f"/dashboard/settings/team/{theirs.id}/disable").status_code == 404
+    assert post(f"/dashboard/settings/team/{theirs.id}/role", {"role": "owner"}).status_code == 404
+
+
+def test_the_audit_log_shows_cli_and_dashboard_changes_and_pages(signed_in, runner, tenant):
+    runner.invoke(args=["keys", "create", "--tenant", "acme", "--name", "from-cli"])
+    page = signed_in.get("/dashboard/settings/audit-log").get_data(True)
+    assert "key.created" in page and "command line" in page and "owner@acme.test" in page
+    assert signed_in.get("/dashboard/settings/audit-log?offset=-1").status_code == 422
+    assert signed_in.get("/dashboard/settings/audit-log?offset=" + "9" * 5000).status_code == 200
