@@ -174,7 +174,8 @@ def init_app(app) -> None:
     JSON API, which authenticates with headers, is untouched."""
     app.config.setdefault("WTF_CSRF_CHECK_DEFAULT", False)
     csrf.init_app(app)
-    from app.dashboard import auth, overview  # noqa: F401  (views register on bp)
+    # The views register on bp as their modules load.
+    from app.dashboard import auth, formats, overview  # noqa: F401
 
     app.register_blueprint(bp)
     app.add_url_rule("/", "front_page", front_page)
