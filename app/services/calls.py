@@ -469,7 +469,8 @@ def get_call(*, tenant: Tenant, call_id: str) -> Call:
     return call
 
 
-# The list reads CallSchema's columns only, as plain dicts (no model instance per row).
+# The list reads CallSchema's columns only, as plain dicts (no model instance per row), and
+# billed_minutes, which the dashboard's list shows.
 LIST_COLUMNS = (
     Call.id,
     Call.phone_number.alias("phone_number_id"),
@@ -486,6 +487,7 @@ LIST_COLUMNS = (
     Call.transcript_summary,
     Call.ai_cost_idr,
     Call.metadata,
+    Call.billed_minutes,
 )
 
 
