@@ -175,7 +175,7 @@ def init_app(app) -> None:
     app.config.setdefault("WTF_CSRF_CHECK_DEFAULT", False)
     csrf.init_app(app)
     # The views register on bp as their modules load.
-    from app.dashboard import auth, calls, formats, overview  # noqa: F401
+    from app.dashboard import auth, calls, credits, formats, overview  # noqa: F401
 
     app.register_blueprint(bp)
     app.add_url_rule("/", "front_page", front_page)

@@ -38,6 +38,8 @@ def test_overview_shows_the_balance_and_a_chart_of_30_days(signed_in, tenant):
     assert f'data-day="{today - timedelta(days=30)}"' not in text
     assert "No calls" in text  # the answered share without calls
     assert "No active webhook is failing." in text
+    menu = re.search(r'<nav aria-label="Main">(.*?)</nav>', text, re.S).group(1)
+    assert {"Overview", "Calls", "Credits"} <= set(re.findall(r">([^<]+)</a>", menu))
 
 
 def test_a_call_through_the_runtime_shows_on_todays_bar(signed_in, runtime_headers, did, headers):
