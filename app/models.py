@@ -170,9 +170,16 @@ class Event(BaseModel):
     type = pw.CharField(max_length=32)  # call.started, call.ended, …
     data = JSONField()
     created_at = pw.DateTimeField(default=utcnow)  # when it happened: the body's timestamp
+    # data's callId, for the events about a call: a call's page finds them by this index.
+    call_id = pw.CharField(max_length=32, null=True)
+    delivery_list: list["Delivery"]  # not a column: filled by events.for_call
 
     class Meta:
-        indexes = ((("tenant", "created_at"), False), (("created_at",), False))
+        indexes = (
+            (("tenant", "created_at"), False),
+            (("created_at",), False),
+            (("call_id", "created_at"), False),
+        )
 
 
 class Webhook(BaseModel):

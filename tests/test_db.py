@@ -19,6 +19,7 @@ def test_migrations_create_every_table_from_empty(tmp_path):
         "003_credit_reservation",
         "004_key_scopes_and_audit",
         "005_users",
+        "006_event_call_id",
     ]
     tables = set(database.get_tables())
     assert {model._meta.table_name for model in ALL_MODELS} <= tables
@@ -31,6 +32,33 @@ def test_migrations_create_every_table_from_empty(tmp_path):
             columns = tuple(model._meta.fields[name].column_name for name in fields)
             assert columns in indexed, (table, columns)
     assert db.upgrade(database) == []
+    database.close()
+
+
+def test_the_call_id_migration_fills_in_the_events_already_kept(tmp_path):
+    database = db.make_database(f"sqlite:///{tmp_path / 'kept.db'}")
+    router = db.migration_router(database)
+    router.run("005_users")
+    database.execute_sql(
+        "INSERT INTO tenant (id, name, plan, low_balance_threshold, balance_minutes, "
+        "lifetime_purchased_minutes, lifetime_used_minutes, reserved_minutes, calls_count, "
+        "created_at) VALUES ('ten_1', 'acme', 'starter', 10, 0, 0, 0, 0, 0, '2026-01-01')"
+    )
+    kept = [
+        ("evt_1", "call.started", '{"callId":"call_1","did":"+6221555010"}'),
+        ("evt_2", "function.called", '{"callId":"call_1","functionName":"f"}'),
+        ("evt_3", "call.ended", '{"callId":"call_2"}'),
+        ("evt_4", "credits.low", '{"balanceMinutes":3,"threshold":10}'),
+    ]
+    for event_id, type, data in kept:
+        database.execute_sql(
+            "INSERT INTO event (id, tenant_id, type, data, created_at) "
+            "VALUES (?, 'ten_1', ?, ?, '2026-01-01')",
+            (event_id, type, data),
+        )
+    assert db.upgrade(database) == ["006_event_call_id"]
+    rows = database.execute_sql("SELECT id, call_id FROM event ORDER BY id").fetchall()
+    assert rows == [("evt_1", "call_1"), ("evt_2", "call_1"), ("evt_3", "call_2"), ("evt_4", None)]
     database.close()
 
 

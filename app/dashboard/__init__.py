@@ -6,7 +6,6 @@ only owners and admins may send one. Another tenant's ids are 404, as in the API
 """
 
 import logging
-from datetime import datetime
 from functools import wraps
 from typing import Any
 
@@ -136,11 +135,6 @@ def dashboard_context() -> dict[str, Any]:
     return {"can_change": can_change, "navigation": navigation, "now": utcnow}
 
 
-@bp.app_template_filter("when")
-def when(value: datetime | None, empty: str = "") -> str:
-    """A stored UTC time as the dashboard shows it: 2026-11-24 19:02 UTC."""
-    return value.strftime("%Y-%m-%d %H:%M UTC") if value else empty
-
 
 @bp.errorhandler(CSRFError)
 def csrf_failed(error: CSRFError):
@@ -182,7 +176,8 @@ def init_app(app) -> None:
     JSON API, which authenticates with headers, is untouched."""
     app.config.setdefault("WTF_CSRF_CHECK_DEFAULT", False)
     csrf.init_app(app)
-    from app.dashboard import auth, overview, settings  # noqa: F401  (views register on bp)
+    # The views register on bp as their modules load.
+    from app.dashboard import auth, calls, credits, formats, overview, settings  # noqa: F401
 
     app.register_blueprint(bp)
     app.add_url_rule("/", "front_page", front_page)

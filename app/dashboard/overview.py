@@ -1,12 +1,28 @@
-"""Overview: the tenant's balance and how its calls went."""
+"""Overview: the tenant's balance, its calls of the last 30 days, and webhooks that fail."""
 
 from flask import g, render_template
 
 from app.dashboard import bp
+from app.dashboard.charts import daily_chart
 from app.services import billing
+from app.services import calls as call_service
+from app.services import webhooks as webhook_service
+
+DAYS = 30
 
 
 @bp.route("/")
 def overview():
     tenant = billing.get_balance(tenant=g.tenant)
-    return render_template("dashboard/overview.html", tenant=tenant)
+    totals = call_service.daily_totals(tenant=g.tenant, days=DAYS)
+    calls = sum(total.calls for total in totals)
+    answered = sum(total.answered for total in totals)
+    return render_template(
+        "dashboard/overview.html",
+        tenant=tenant,
+        days=DAYS,
+        chart=daily_chart(totals),
+        answered_share=answered / calls if calls else None,
+        answered=answered,
+        failing=webhook_service.failing_webhooks(tenant=g.tenant),
+    )

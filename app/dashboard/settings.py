@@ -4,13 +4,14 @@ from flask import abort, flash, g, redirect, render_template, request, url_for
 
 from app.dashboard import bp, owner_only, record_change
 from app.dashboard.forms import AddUserForm, CreateKeyForm, RoleForm
+from app.dashboard.listing import page_links, read_query
 from app.db import database
+from app.resources.common import PageArgsSchema
 from app.services import audit
 from app.services import keys as key_service
 from app.services import users as user_service
 
-AUDIT_PAGE_SIZE = 50
-MAX_OFFSET = 2_147_483_647
+PAGE_ARGS = PageArgsSchema()
 
 
 @bp.route("/settings/api-keys", methods=["GET", "POST"])
@@ -111,8 +112,15 @@ def disable_user(user_id: str):
 @bp.route("/settings/audit-log")
 @owner_only
 def audit_log():
-    offset = request.args.get("offset", 0, type=int) or 0
-    if not 0 <= offset <= MAX_OFFSET:
-        abort(422, f"offset is 0 to {MAX_OFFSET}.")
-    page = audit.list_entries(tenant=g.tenant, limit=AUDIT_PAGE_SIZE, offset=offset)
-    return render_template("dashboard/settings/audit_log.html", page=page)
+    query = read_query(PAGE_ARGS, ())
+    page = previous = following = None
+    if not query.errors:
+        page = audit.list_entries(tenant=g.tenant, **query.args)
+        previous, following = page_links("dashboard.audit_log", query, page)
+    return render_template(
+        "dashboard/settings/audit_log.html",
+        query=query,
+        page=page,
+        previous=previous,
+        following=following,
+    ), (422 if query.errors else 200)

@@ -6,7 +6,7 @@ two processes reporting the same step at once change and charge the call exactly
 """
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, time, timedelta
 from typing import Any, cast
 
 import peewee as pw
@@ -469,7 +469,8 @@ def get_call(*, tenant: Tenant, call_id: str) -> Call:
     return call
 
 
-# The list reads CallSchema's columns only, as plain dicts (no model instance per row).
+# The list reads CallSchema's columns only, as plain dicts (no model instance per row), and
+# billed_minutes, which the dashboard's list shows.
 LIST_COLUMNS = (
     Call.id,
     Call.phone_number.alias("phone_number_id"),
@@ -486,6 +487,7 @@ LIST_COLUMNS = (
     Call.transcript_summary,
     Call.ai_cost_idr,
     Call.metadata,
+    Call.billed_minutes,
 )
 
 
@@ -530,3 +532,43 @@ def list_calls(
     return Page(
         items=rows[:limit], total=total, limit=limit, offset=offset, has_more=len(rows) > limit
     )
+
+
+@dataclass(frozen=True)
+class DayTotal:
+    """One UTC day of a tenant's calls: how many started, were answered, and minutes billed."""
+
+    day: date
+    calls: int
+    answered: int
+    minutes: int
+
+
+def daily_totals(*, tenant: Tenant, days: int = 30) -> list[DayTotal]:
+    """The last days UTC days (today last), a DayTotal each, days without calls as zeros.
+
+    One query over the (tenant, started_at) index range, grouped by the day: date() is a
+    function on SQLite and PostgreSQL alike (SQLite answers text, PostgreSQL a date).
+    """
+    today = utcnow().date()
+    first = today - timedelta(days=days - 1)
+    day = pw.fn.date(Call.started_at).python_value(pw.DateField().python_value)
+    query = (
+        Call.select(
+            day.alias("day"),
+            pw.fn.COUNT(Call.id),
+            pw.fn.COUNT(Call.answered_at),
+            pw.fn.COALESCE(pw.fn.SUM(Call.billed_minutes), 0),
+        )
+        .where((Call.tenant == tenant) & (Call.started_at >= datetime.combine(first, time())))
+        .group_by(day)
+        .tuples()
+    )
+    rows = cast(list[tuple[date, int, int, int]], list(query))
+    found = {row[0]: row[1:] for row in rows}
+    totals = []
+    for offset in range(days):
+        current = first + timedelta(days=offset)
+        calls, answered, minutes = found.get(current, (0, 0, 0))
+        totals.append(DayTotal(current, int(calls), int(answered), int(minutes)))
+    return totals

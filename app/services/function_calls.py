@@ -23,7 +23,7 @@ from flask import current_app
 from app import jobs, metrics, outbound, queue
 from app.db import database
 from app.errors import Conflict, NotFound
-from app.models import Call, Function, FunctionInvocation
+from app.models import Call, Function, FunctionInvocation, Tenant
 from app.services import events
 from app.services.functions import argument_errors
 from app.util import new_id, utcnow
@@ -286,3 +286,12 @@ def _call_endpoint(function: Function, invocation: Invocation) -> tuple[Outcome,
             "function_invalid_response", "The endpoint must answer with a JSON object."
         ), response.status_code
     return Outcome(result=answer), response.status_code
+
+
+def list_for_call(*, tenant: Tenant, call_id: str) -> list[FunctionInvocation]:
+    """The function calls the AI made during the call, in the order it made them."""
+    return list(
+        FunctionInvocation.select()
+        .where((FunctionInvocation.call == call_id) & (FunctionInvocation.tenant == tenant))
+        .order_by(FunctionInvocation.created_at, FunctionInvocation.id)
+    )

@@ -18,6 +18,13 @@ def list_webhooks(*, tenant: Tenant) -> list[Webhook]:
     )
 
 
+def failing_webhooks(*, tenant: Tenant) -> list[Webhook]:
+    """The tenant's active webhooks whose latest deliveries fail: failing the longest first."""
+    failing = Webhook.is_active & Webhook.failing_since.is_null(False)
+    query = Webhook.select().where((Webhook.tenant == tenant) & failing)
+    return list(query.order_by(Webhook.failing_since, Webhook.id))
+
+
 def get_webhook(*, tenant: Tenant, webhook_id: str) -> Webhook:
     """The tenant's webhook, or NotFound (also for another tenant's)."""
     webhook = Webhook.get_or_none((Webhook.id == webhook_id) & (Webhook.tenant == tenant))

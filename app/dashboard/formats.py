@@ -1,0 +1,47 @@
+"""How the dashboard's pages show times, durations, JSON and links to pages that may not exist."""
+
+import json
+from datetime import datetime
+from typing import Any
+
+from flask import current_app, url_for
+
+from app.dashboard import bp
+from app.services.pages import COUNT_LIMIT, Page
+
+
+@bp.app_template_filter("utc")
+def utc(value: datetime | None, empty: str = "") -> str:
+    """A stored (naive UTC) time as 2026-11-21 09:15:02; empty (a text) for None."""
+    return empty if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+@bp.app_template_filter("seconds")
+def seconds(value: int | None) -> str:
+    """A number of seconds as minutes and seconds, 1:35; an empty string for None."""
+    if value is None:
+        return ""
+    minutes, rest = divmod(value, 60)
+    return f"{minutes}:{rest:02d}"
+
+
+@bp.app_template_filter("as_json")
+def as_json(value: Any) -> str:
+    """A JSON value as compact text, characters as they are (the template escapes them)."""
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+@bp.app_template_filter("total")
+def total(page: Page) -> str:
+    """A list's total as words: a bounded count at its limit means at least that many."""
+    if page.total >= COUNT_LIMIT:
+        return f"{COUNT_LIMIT:,} or more"
+    return f"{page.total:,}"
+
+
+@bp.app_template_global()
+def page_url(endpoint: str, **values: Any) -> str | None:
+    """The URL of a page built elsewhere in the dashboard, or None while it does not exist."""
+    if endpoint not in current_app.view_functions:
+        return None
+    return url_for(endpoint, **values)
