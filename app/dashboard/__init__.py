@@ -135,7 +135,6 @@ def dashboard_context() -> dict[str, Any]:
     return {"can_change": can_change, "navigation": navigation, "now": utcnow}
 
 
-
 @bp.errorhandler(CSRFError)
 def csrf_failed(error: CSRFError):
     message = (
