@@ -7,6 +7,8 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 PG_DEFAULT := postgresql://postgres@127.0.0.1:5432/test
 export FLASK_APP := wsgi
 export TEST_REDIS_URL
+# The browser tests drive this Chromium (the system's by default; Playwright downloads none).
+export CHROMIUM
 
 .PHONY: run test test-postgres lint soak bench install install-dev clean
 
@@ -43,6 +45,10 @@ test: install-dev lint
 	@$(BIN)/python -c "import redis, sys; redis.Redis.from_url('$(TEST_REDIS_URL)', socket_connect_timeout=2).ping()" 2>/dev/null || { \
 		echo "make test needs Redis at $(TEST_REDIS_URL) (set TEST_REDIS_URL to use another)."; \
 		echo "Install and start it: apt-get install redis-server && redis-server --daemonize yes"; \
+		exit 1; }
+	@command -v "$${CHROMIUM:-chromium}" >/dev/null || { \
+		echo "make test needs Chromium for the browser tests (set CHROMIUM=/path/to/chromium to use another)."; \
+		echo "Install it: apt-get install chromium (Debian)"; \
 		exit 1; }
 	@echo "SQLite pass"
 	TEST_DATABASE_URL= $(BIN)/pytest -m "not soak"

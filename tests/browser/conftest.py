@@ -1,0 +1,221 @@
+"""Browser tests: the dashboard in a real Chromium, served by a real gunicorn.
+
+A browser test does what a person does and nothing else: it opens pages, finds fields by
+their label (`page.get_by_label("Email")`) and buttons and links by role and visible name
+(`page.get_by_role("button", name="Save")`), and checks what the page shows with
+Playwright's `expect`. It arranges its data through the services or the API, like the other
+tests, on the test's own database, which the server serves too.
+
+After every page it visits (a `goto`, a link followed, a form sent) it calls `shot(name)`,
+which saves a screenshot as NN-name.png under the test's tmp_path / "screenshots" and checks
+the page's markup: a title, exactly one <h1>, a label on every form field. A test that leaves
+a page without a screenshot fails, and so does one whose page loaded anything from another
+host, answered 5xx or raised a JavaScript error.
+
+For each page of the dashboard, its browser tests:
+- reach it as a person does, from the menu or a link by its visible name, and check its <h1>;
+- make each change the page offers through its form (fields by label, the button names of
+  DESIGN.md section 8), and see the outcome on the page that follows (the flash message, the
+  row in the list); where it counts, check it through the API too (`client.get("/api/v1/...",
+  headers=headers)`: the in-process app of tests/conftest.py shares the database);
+- go through the confirmation step of a destructive button (Delete, Revoke, Disable);
+- send the form once with bad input and see the message next to its field;
+- as a viewer (`signed_in("viewer")`), see the page without its change buttons.
+Data comes from the fixtures of tests/conftest.py (tenant, headers, agent_id, did) and calls
+from the runtime API of the server (`requests.post(f"{server}/internal/v1/calls", ...,
+headers=runtime_headers)`). One short test each, e.g.:
+
+    def test_the_agents_page_lists_agents(page, shot, signed_in, agent_id):
+        signed_in("owner")
+        page.get_by_role("link", name="Agents").click()
+        expect(heading(page)).to_have_text("Agents")
+        shot("agents")
+
+Each test takes well under 5 s (most of it gunicorn starting); keep it so.
+"""
+
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from app.services import users as user_service
+from tests.conftest import RUNTIME_TOKEN
+from tests.dashboard.conftest import PASSWORD
+
+TIMEOUT_MS = 10_000
+VIEWPORT = {"width": 1280, "height": 800}
+# Form fields that need no label: they are not shown, or are labelled by their own text.
+UNLABELLED_FIELDS = """() => Array.from(document.querySelectorAll("input, select, textarea"))
+    .filter(e => !["hidden", "submit", "button", "reset"].includes(e.type))
+    .filter(e => e.labels.length === 0 && !e.getAttribute("aria-label"))
+    .map(e => e.name || e.id || e.outerHTML)"""
+
+
+def chromium() -> str:
+    """The Chromium to drive: $CHROMIUM, else the system's (Debian: apt-get install chromium).
+
+    Playwright downloads no browser here; without one the run stops with a clear message,
+    never a silent skip.
+    """
+    path = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        pytest.exit(
+            f"The browser tests (tests/browser) need Chromium, and {path} is not there. "
+            "Install it (Debian: `apt-get install chromium`) or set CHROMIUM=/path/to/chromium.",
+            returncode=3,
+        )
+    return path
+
+
+@pytest.fixture(scope="package")
+def browser():
+    """One headless Chromium for all the browser tests. Package scope, not session: while
+    Playwright's sync API is running, asyncio.run() fails, so it stops once they are done."""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium(), headless=True)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def server(app, workers) -> str:
+    """The service in gunicorn on a free loopback port, on the test's database; its base URL.
+
+    http on loopback, so the session cookie is not Secure; jobs run inline in the web process.
+    """
+    return workers.start_web(
+        workers=1,
+        SECRET_KEY=app.config["SECRET_KEY"],
+        SESSION_COOKIE_SECURE="false",
+        RUNTIME_TOKEN=RUNTIME_TOKEN,
+        QUEUE_MODE="inline",
+        REDIS_URL="",
+        LOG_FORMAT="text",
+    )
+
+
+@dataclass
+class Visits:
+    """What the test's page did: documents loaded, screenshots taken, problems seen."""
+
+    folder: Path
+    server: str
+    loaded: list[str] = field(default_factory=list)
+    shot: set[int] = field(default_factory=set)
+    screenshots: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def request(self, request) -> None:
+        if not (request.url.startswith(self.server + "/") or request.url.startswith("data:")):
+            self.problems.append(f"loaded from another host: {request.url}")
+
+    def response(self, response) -> None:
+        if response.status >= 500:
+            self.problems.append(f"{response.status} from {response.url}")
+
+    def unshot(self) -> list[str]:
+        return [url for number, url in enumerate(self.loaded, 1) if number not in self.shot]
+
+
+REPORTS = pytest.StashKey[dict]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the test, so the page fixture knows whether it failed."""
+    report = yield
+    item.stash.setdefault(REPORTS, {})[report.when] = report
+    return report
+
+
+@pytest.fixture
+def visits(tmp_path, server) -> Visits:
+    folder = tmp_path / "screenshots"
+    folder.mkdir()
+    return Visits(folder=folder, server=server)
+
+
+@pytest.fixture
+def page(request, browser: Browser, server: str, visits: Visits):
+    """A fresh browser context (no cookies) and its page on the server: page.goto("/...")."""
+    context = browser.new_context(base_url=server, viewport=VIEWPORT)
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    page.on("load", lambda loaded: visits.loaded.append(loaded.url))
+    page.on("request", visits.request)
+    page.on("response", visits.response)
+    page.on("pageerror", lambda error: visits.problems.append(f"JavaScript error: {error}"))
+    yield page
+    call = request.node.stash.get(REPORTS, {}).get("call")
+    failed = call is None or call.failed
+    if failed and not page.is_closed():
+        page.screenshot(path=visits.folder / "failed.png", full_page=True)
+    context.close()
+    if not failed:
+        assert not visits.problems, "\n".join(visits.problems)
+        assert not visits.unshot(), f"pages visited without a shot(): {visits.unshot()}"
+
+
+@pytest.fixture
+def shot(page: Page, visits: Visits):
+    """shot(name): screenshot the page now shown, after checking its markup."""
+
+    def shot(name: str) -> Path:
+        page.wait_for_load_state("load")
+        expect(page.locator("h1")).to_have_count(1)
+        assert page.title(), f"{page.url} has no title"
+        assert not page.evaluate(UNLABELLED_FIELDS), f"fields without a label on {page.url}"
+        visits.screenshots += 1
+        slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+        path = visits.folder / f"{visits.screenshots:02d}-{slug}.png"
+        page.screenshot(path=path, full_page=True)
+        visits.shot.add(len(visits.loaded))
+        return path
+
+    return shot
+
+
+@pytest.fixture
+def user(tenant):
+    """user(role, email=None): a user of the test's tenant with PASSWORD; its email is
+    "<role>@acme.test" unless given."""
+
+    def user(role: str = "owner", email: str | None = None):
+        return user_service.create_user(
+            tenant=tenant, email=email or f"{role}@acme.test", password=PASSWORD, role=role
+        )
+
+    return user
+
+
+def heading(page: Page):
+    """The page's <h1>."""
+    return page.get_by_role("heading", level=1)
+
+
+def fill_sign_in(page: Page, email: str, password: str = PASSWORD) -> None:
+    """Type the email and password into the sign-in form shown, and press Sign in."""
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+
+
+@pytest.fixture
+def signed_in(page: Page, shot, user):
+    """signed_in(role): a new user of that role signs in through the form; on the Overview."""
+
+    def signed_in(role: str = "owner"):
+        person = user(role)
+        page.goto("/dashboard/sign-in")
+        shot("sign-in")
+        fill_sign_in(page, person.email)
+        expect(heading(page)).to_have_text("Overview")
+        shot("overview")
+        return person
+
+    return signed_in
