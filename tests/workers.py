@@ -87,14 +87,18 @@ class ThrowawayRedis:
             self.process.wait(10)
 
 
+POOL_SIZES = {"functions": "FUNCTION_WORKERS", "webhooks": "WEBHOOK_WORKERS"}
+
+
 def wait_for_worker(workers, redis_client, queues, timeout: float = 20) -> None:
-    """Wait until worker.py serves every one of queues (RQ's registry of workers)."""
+    """Wait until worker.py serves every one of queues with its whole pool (RQ's registry of
+    workers): a signal sent before then would find some of the pool still starting."""
 
     def serving() -> bool:
         from rq import Worker
 
-        served = {name for worker in Worker.all(redis_client) for name in worker.queue_names()}
-        return set(queues) <= served
+        served = [name for worker in Worker.all(redis_client) for name in worker.queue_names()]
+        return all(served.count(name) >= workers.app.config[POOL_SIZES[name]] for name in queues)
 
     wait_until(serving, timeout, "the worker did not start", workers)
 
