@@ -15,6 +15,7 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
 from app.errors import AppError
+from app.resources.guards import refuse_nul_characters
 from app.services import audit
 from app.services import users as user_service
 from app.util import utcnow
@@ -48,6 +49,8 @@ def require_user() -> Any:
         abort(503, "The dashboard is off until SECRET_KEY is set (see the README).")
     if request.method not in SAFE_METHODS:
         csrf.protect()
+    # A NUL names nothing (404); PostgreSQL could not even compare an id holding one.
+    refuse_nul_characters()
     g.user = _session_user()
     if request.endpoint in PUBLIC_ENDPOINTS:
         return None
@@ -82,6 +85,13 @@ def owner_only(view):
         return view(*args, **kwargs)
 
     return wrapped
+
+
+def require_change() -> None:
+    """For the pages that only lead to a change (a form to fill, a confirmation): viewers are
+    refused them too, as they are every request that changes something."""
+    if not can_change():
+        abort(403, "Your role can view this tenant but not change it.")
 
 
 def record_change(action: str, target_id: str | None = None, **details: Any) -> None:
