@@ -192,7 +192,12 @@ def init_app(app) -> None:
     JSON API, which authenticates with headers, is untouched."""
     app.config.setdefault("WTF_CSRF_CHECK_DEFAULT", False)
     csrf.init_app(app)
-    from app.dashboard import auth, overview, settings  # noqa: F401  (views register on bp)
+    from app.dashboard import (  # noqa: F401  (views register on bp)
+        agents,
+        auth,
+        overview,
+        settings,
+    )
 
     app.register_blueprint(bp)
     app.add_url_rule("/", "front_page", front_page)
