@@ -196,6 +196,7 @@ def init_app(app) -> None:
         agents,
         auth,
         overview,
+        phone_numbers,
         settings,
     )
 
