@@ -198,6 +198,7 @@ def init_app(app) -> None:
         overview,
         phone_numbers,
         settings,
+        webhooks,
     )
 
     app.register_blueprint(bp)
