@@ -8,6 +8,7 @@ from werkzeug.datastructures import MultiDict
 
 from app.dashboard import bp, record_change, require_change
 from app.dashboard.formdata import Errors, as_form, changed, load_form
+from app.db import database
 from app.errors import Conflict, ValidationFailed
 from app.models import Agent
 from app.resources.agents.schemas import (
@@ -58,8 +59,9 @@ def new_agent():
     fields, errors = load_form(AgentCreateSchema(), request.form)
     if errors:
         return _new_agent_page(request.form, errors), 422
-    agent = agent_service.create_agent(tenant=g.tenant, **fields)
-    record_change("agent.created", agent.id)
+    with database.atomic():
+        agent = agent_service.create_agent(tenant=g.tenant, **fields)
+        record_change("agent.created", agent.id)
     flash(f"Agent {agent.name} created.", "success")
     return redirect(url_for("dashboard.agent", agent_id=agent.id))
 
@@ -78,8 +80,9 @@ def agent(agent_id: str):
         return _agent_page(agent, values=request.form, errors=errors), 422
     changes = changed(agent, fields)
     if changes:
-        agent_service.update_agent(tenant=g.tenant, agent_id=agent.id, **changes)
-        record_change("agent.updated", agent.id, fields=sorted(changes))
+        with database.atomic():
+            agent_service.update_agent(tenant=g.tenant, agent_id=agent.id, **changes)
+            record_change("agent.updated", agent.id, fields=sorted(changes))
         flash("Agent saved.", "success")
     else:
         flash("Nothing to save: no field was changed.", "info")
@@ -131,8 +134,9 @@ def delete_agent(agent_id: str):
             button="Delete agent",
             cancel=url_for("dashboard.agent", agent_id=agent.id),
         )
-    agent_service.delete_agent(tenant=g.tenant, agent_id=agent.id)
-    record_change("agent.deleted", agent.id)
+    with database.atomic():
+        agent_service.delete_agent(tenant=g.tenant, agent_id=agent.id)
+        record_change("agent.deleted", agent.id)
     flash(f"Agent {agent.name} deleted.", "success")
     return redirect(url_for("dashboard.agents"))
 
@@ -153,6 +157,8 @@ def new_function(agent_id: str):
         except Conflict as exc:
             errors, status = {"name": [exc.message]}, 409
         else:
+            # After the service's own transaction: it resolves the endpoint's host first, and
+            # no write transaction waits on a DNS answer.
             record_change("function.created", function.id, agentId=agent.id)
             # Rendered, never flashed: the session cookie is signed, not encrypted.
             return _agent_page(agent, created=function), 201
@@ -174,7 +180,8 @@ def delete_function(agent_id: str, name: str):
             button="Delete function",
             cancel=url_for("dashboard.agent", agent_id=agent.id),
         )
-    function_service.delete_function(tenant=g.tenant, agent_id=agent.id, name=function.name)
-    record_change("function.deleted", function.id, agentId=agent.id)
+    with database.atomic():
+        function_service.delete_function(tenant=g.tenant, agent_id=agent.id, name=function.name)
+        record_change("function.deleted", function.id, agentId=agent.id)
     flash(f"Function {function.name} deleted.", "success")
     return redirect(url_for("dashboard.agent", agent_id=agent.id))

@@ -8,6 +8,7 @@ from werkzeug.datastructures import MultiDict
 
 from app.dashboard import bp, record_change, require_change
 from app.dashboard.formdata import Errors, as_form, changed, flatten, load_form
+from app.db import database
 from app.errors import Conflict, ValidationFailed
 from app.models import Webhook
 from app.resources.webhooks.schemas import (
@@ -47,6 +48,8 @@ def new_webhook():
         except ValidationFailed as exc:  # the URL rules
             errors = _field_errors(exc)
         else:
+            # After the service's own transaction: it resolves the URL's host first, and no
+            # write transaction waits on a DNS answer (so too when saving the form).
             record_change("webhook.created", webhook.id)
             # Rendered, never flashed: the session cookie is signed, not encrypted.
             return _webhook_page(webhook, secret=fields["secret"]), 201
@@ -127,8 +130,9 @@ def _log_args() -> dict[str, Any]:
 def disable_webhook(webhook_id: str):
     webhook = webhook_service.get_webhook(tenant=g.tenant, webhook_id=webhook_id)
     if webhook.is_active:
-        webhook_service.update_webhook(tenant=g.tenant, webhook_id=webhook.id, is_active=False)
-        record_change("webhook.disabled", webhook.id)
+        with database.atomic():
+            webhook_service.update_webhook(tenant=g.tenant, webhook_id=webhook.id, is_active=False)
+            record_change("webhook.disabled", webhook.id)
         flash(
             "Webhook disabled: it receives nothing, and its pending deliveries failed. "
             "Tick Active and save to enable it again.",
@@ -141,11 +145,12 @@ def disable_webhook(webhook_id: str):
 def test_webhook(webhook_id: str):
     webhook = webhook_service.get_webhook(tenant=g.tenant, webhook_id=webhook_id)
     try:
-        delivery = webhook_service.send_test(tenant=g.tenant, webhook_id=webhook.id)
+        with database.atomic():
+            delivery = webhook_service.send_test(tenant=g.tenant, webhook_id=webhook.id)
+            record_change("webhook.test_sent", webhook.id, deliveryId=delivery.id)
     except Conflict as exc:  # disabled
         flash(exc.message, "error")
         return _webhook_page(webhook), 409
-    record_change("webhook.test_sent", webhook.id, deliveryId=delivery.id)
     flash(
         "A webhook.test event is on its way: its delivery is at the top of the log "
         "(reload the page to see how it went).",
@@ -159,11 +164,12 @@ def retry_delivery(delivery_id: str):
     delivery = delivery_service.get_delivery(tenant=g.tenant, delivery_id=delivery_id)
     webhook = webhook_service.get_webhook(tenant=g.tenant, webhook_id=delivery.webhook_id)
     try:
-        delivery_service.retry(tenant=g.tenant, delivery_id=delivery.id)
+        with database.atomic():
+            delivery_service.retry(tenant=g.tenant, delivery_id=delivery.id)
+            record_change("delivery.retried", delivery.id, webhookId=webhook.id)
     except Conflict as exc:  # the webhook is disabled
         flash(exc.message, "error")
         return _webhook_page(webhook), 409
-    record_change("delivery.retried", delivery.id, webhookId=webhook.id)
     flash(
         f"Delivery {delivery.id} is being sent again (reload the page to see how it went).",
         "success",
@@ -185,7 +191,8 @@ def delete_webhook(webhook_id: str):
             button="Delete webhook",
             cancel=url_for("dashboard.webhook", webhook_id=webhook.id),
         )
-    webhook_service.delete_webhook(tenant=g.tenant, webhook_id=webhook.id)
-    record_change("webhook.deleted", webhook.id)
+    with database.atomic():
+        webhook_service.delete_webhook(tenant=g.tenant, webhook_id=webhook.id)
+        record_change("webhook.deleted", webhook.id)
     flash("Webhook deleted.", "success")
     return redirect(url_for("dashboard.webhooks"))
