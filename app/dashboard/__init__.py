@@ -14,6 +14,7 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
 from app.errors import AppError
+from app.resources.guards import refuse_nul_characters
 from app.services import audit
 from app.services import users as user_service
 from app.util import utcnow
@@ -47,6 +48,8 @@ def require_user() -> Any:
         abort(503, "The dashboard is off until SECRET_KEY is set (see the README).")
     if request.method not in SAFE_METHODS:
         csrf.protect()
+    # A NUL names nothing (404); PostgreSQL could not even compare an id holding one.
+    refuse_nul_characters()
     g.user = _session_user()
     if request.endpoint in PUBLIC_ENDPOINTS:
         return None
@@ -81,6 +84,13 @@ def owner_only(view):
         return view(*args, **kwargs)
 
     return wrapped
+
+
+def require_change() -> None:
+    """For the pages that only lead to a change (a form to fill, a confirmation): viewers are
+    refused them too, as they are every request that changes something."""
+    if not can_change():
+        abort(403, "Your role can view this tenant but not change it.")
 
 
 def record_change(action: str, target_id: str | None = None, **details: Any) -> None:
@@ -175,8 +185,17 @@ def init_app(app) -> None:
     JSON API, which authenticates with headers, is untouched."""
     app.config.setdefault("WTF_CSRF_CHECK_DEFAULT", False)
     csrf.init_app(app)
-    # The views register on bp as their modules load.
-    from app.dashboard import auth, calls, credits, formats, overview, settings  # noqa: F401
+    from app.dashboard import (  # noqa: F401  (views register on bp)
+        agents,
+        auth,
+        calls,
+        credits,
+        formats,
+        overview,
+        phone_numbers,
+        settings,
+        webhooks,
+    )
 
     app.register_blueprint(bp)
     app.add_url_rule("/", "front_page", front_page)

@@ -3,6 +3,8 @@
 import secrets
 from typing import Any, cast
 
+from peewee import fn
+
 from app import outbound
 from app.db import database
 from app.errors import Conflict, NotFound
@@ -23,6 +25,16 @@ JSON_TYPES: dict[str, tuple[type, ...]] = {
 def list_functions(*, tenant: Tenant, agent_id: str) -> list[Function]:
     agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
     return list(Function.select().where(Function.agent == agent).order_by(Function.created_at))
+
+
+def count_by_agent(*, tenant: Tenant) -> dict[str, int]:
+    """How many functions each of the tenant's agents has (agents without any are left out)."""
+    query = (
+        Function.select(Function.agent, fn.COUNT(Function.id))
+        .where(Function.tenant == tenant)
+        .group_by(Function.agent)
+    )
+    return dict(cast(list[tuple[str, int]], list(query.tuples())))
 
 
 def get_function(*, agent: Agent, name: str) -> Function:

@@ -1,5 +1,6 @@
 """Webhooks: a tenant's receiver URLs, the events each subscribes to, and test events."""
 
+import secrets
 from typing import Any
 
 from app import outbound
@@ -10,6 +11,11 @@ from app.services import deliveries
 from app.util import new_id, utcnow
 
 TEST_EVENT = "webhook.test"
+
+
+def new_secret() -> str:
+    """A signing secret to offer for a new webhook (43 URL-safe characters)."""
+    return secrets.token_urlsafe(32)
 
 
 def list_webhooks(*, tenant: Tenant) -> list[Webhook]:

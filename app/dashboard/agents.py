@@ -1,0 +1,187 @@
+"""Agents: list, create, edit and delete, and each agent's functions."""
+
+from collections import defaultdict
+from typing import Any
+
+from flask import flash, g, redirect, render_template, request, url_for
+from werkzeug.datastructures import MultiDict
+
+from app.dashboard import bp, record_change, require_change
+from app.dashboard.formdata import Errors, as_form, changed, load_form
+from app.db import database
+from app.errors import Conflict, ValidationFailed
+from app.models import Agent
+from app.resources.agents.schemas import (
+    VOICES,
+    AgentCreateSchema,
+    AgentSchema,
+    AgentUpdateSchema,
+)
+from app.resources.functions.schemas import METHODS, FunctionCreateSchema
+from app.services import agents as agent_service
+from app.services import functions as function_service
+from app.services import phone_numbers as number_service
+
+# The agent form: every writable field of the API.
+FORM_FIELDS = tuple(AgentCreateSchema().load_fields)
+NEW_FUNCTION = MultiDict(
+    {
+        "method": "POST",
+        "parameters": '{\n  "type": "object",\n  "properties": {},\n  "required": []\n}',
+    }
+)
+
+
+def _form_of(agent: Agent) -> MultiDict:
+    return as_form(AgentSchema(only=FORM_FIELDS).dump(agent))
+
+
+@bp.route("/agents")
+def agents():
+    numbers = defaultdict(list)
+    for number in number_service.list_numbers(tenant=g.tenant):
+        if number.agent_id is not None:
+            numbers[number.agent_id].append(number)
+    return render_template(
+        "dashboard/agents/list.html",
+        agents=agent_service.list_agents(tenant=g.tenant),
+        numbers=numbers,
+        functions=function_service.count_by_agent(tenant=g.tenant),
+    )
+
+
+@bp.route("/agents/new", methods=["GET", "POST"])
+def new_agent():
+    require_change()
+    if request.method == "GET":
+        # An unsaved agent holds the defaults a new agent takes.
+        return _new_agent_page(_form_of(Agent()), {})
+    fields, errors = load_form(AgentCreateSchema(), request.form)
+    if errors:
+        return _new_agent_page(request.form, errors), 422
+    with database.atomic():
+        agent = agent_service.create_agent(tenant=g.tenant, **fields)
+        record_change("agent.created", agent.id)
+    flash(f"Agent {agent.name} created.", "success")
+    return redirect(url_for("dashboard.agent", agent_id=agent.id))
+
+
+def _new_agent_page(values: MultiDict, errors: Errors) -> str:
+    return render_template("dashboard/agents/new.html", values=values, errors=errors, voices=VOICES)
+
+
+@bp.route("/agents/<agent_id>", methods=["GET", "POST"])
+def agent(agent_id: str):
+    agent = agent_service.get_agent(tenant=g.tenant, agent_id=agent_id)
+    if request.method == "GET":
+        return _agent_page(agent)
+    fields, errors = load_form(AgentUpdateSchema(partial=True), request.form)
+    if errors:
+        return _agent_page(agent, values=request.form, errors=errors), 422
+    changes = changed(agent, fields)
+    if changes:
+        with database.atomic():
+            agent_service.update_agent(tenant=g.tenant, agent_id=agent.id, **changes)
+            record_change("agent.updated", agent.id, fields=sorted(changes))
+        flash("Agent saved.", "success")
+    else:
+        flash("Nothing to save: no field was changed.", "info")
+    return redirect(url_for("dashboard.agent", agent_id=agent.id))
+
+
+def _agent_page(
+    agent: Agent,
+    *,
+    values: MultiDict | None = None,
+    errors: Errors | None = None,
+    function_values: MultiDict | None = None,
+    function_errors: Errors | None = None,
+    created: Any = None,
+) -> str:
+    """The agent's page: its form, its numbers, its functions and the form to add one."""
+    numbers = [
+        number
+        for number in number_service.list_numbers(tenant=g.tenant)
+        if number.agent_id == agent.id
+    ]
+    return render_template(
+        "dashboard/agents/agent.html",
+        agent=agent,
+        values=values if values is not None else _form_of(agent),
+        errors=errors or {},
+        voices=VOICES,
+        numbers=numbers,
+        functions=function_service.list_functions(tenant=g.tenant, agent_id=agent.id),
+        function_values=function_values if function_values is not None else NEW_FUNCTION,
+        function_errors=function_errors or {},
+        methods=METHODS,
+        created=created,
+    )
+
+
+@bp.route("/agents/<agent_id>/delete", methods=["GET", "POST"])
+def delete_agent(agent_id: str):
+    require_change()
+    agent = agent_service.get_agent(tenant=g.tenant, agent_id=agent_id)
+    if request.method == "GET":
+        return render_template(
+            "dashboard/confirm.html",
+            title=f"Delete agent {agent.name}",
+            question=f"Delete the agent {agent.name}? Its phone numbers will answer no calls "
+            "until another agent is assigned, and its functions are deleted with it. Past "
+            "calls keep their record.",
+            action=url_for("dashboard.delete_agent", agent_id=agent.id),
+            button="Delete agent",
+            cancel=url_for("dashboard.agent", agent_id=agent.id),
+        )
+    with database.atomic():
+        agent_service.delete_agent(tenant=g.tenant, agent_id=agent.id)
+        record_change("agent.deleted", agent.id)
+    flash(f"Agent {agent.name} deleted.", "success")
+    return redirect(url_for("dashboard.agents"))
+
+
+@bp.route("/agents/<agent_id>/functions", methods=["POST"])
+def new_function(agent_id: str):
+    agent = agent_service.get_agent(tenant=g.tenant, agent_id=agent_id)
+    # The signing secret is generated, as when the API is sent none.
+    fields, errors = load_form(FunctionCreateSchema(exclude=("secret",)), request.form)
+    status = 422
+    if not errors:
+        try:
+            function = function_service.create_function(
+                tenant=g.tenant, agent_id=agent.id, **fields
+            )
+        except ValidationFailed as exc:  # the URL rules
+            errors = {key: list(messages) for key, messages in exc.details.items()}
+        except Conflict as exc:
+            errors, status = {"name": [exc.message]}, 409
+        else:
+            # After the service's own transaction: it resolves the endpoint's host first, and
+            # no write transaction waits on a DNS answer.
+            record_change("function.created", function.id, agentId=agent.id)
+            # Rendered, never flashed: the session cookie is signed, not encrypted.
+            return _agent_page(agent, created=function), 201
+    return _agent_page(agent, function_values=request.form, function_errors=errors), status
+
+
+@bp.route("/agents/<agent_id>/functions/<name>/delete", methods=["GET", "POST"])
+def delete_function(agent_id: str, name: str):
+    require_change()
+    agent = agent_service.get_agent(tenant=g.tenant, agent_id=agent_id)
+    function = function_service.get_function(agent=agent, name=name)
+    if request.method == "GET":
+        return render_template(
+            "dashboard/confirm.html",
+            title=f"Delete function {function.name}",
+            question=f"Delete the function {function.name} of {agent.name}? The agent can "
+            "no longer call it.",
+            action=url_for("dashboard.delete_function", agent_id=agent.id, name=function.name),
+            button="Delete function",
+            cancel=url_for("dashboard.agent", agent_id=agent.id),
+        )
+    with database.atomic():
+        function_service.delete_function(tenant=g.tenant, agent_id=agent.id, name=function.name)
+        record_change("function.deleted", function.id, agentId=agent.id)
+    flash(f"Function {function.name} deleted.", "success")
+    return redirect(url_for("dashboard.agent", agent_id=agent.id))

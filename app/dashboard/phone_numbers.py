@@ -1,0 +1,47 @@
+"""Phone numbers: the tenant's numbers and the agent that answers each."""
+
+from flask import flash, g, redirect, render_template, request, url_for
+
+from app.dashboard import bp, record_change
+from app.dashboard.formdata import load_form
+from app.db import database
+from app.resources.phone_numbers.schemas import AssignAgentSchema
+from app.services import agents as agent_service
+from app.services import phone_numbers as number_service
+
+
+@bp.route("/phone-numbers")
+def phone_numbers():
+    return _numbers_page()
+
+
+def _numbers_page(errors: dict[str, list[str]] | None = None) -> str:
+    """The numbers, each with its form; errors holds a number's messages by its id."""
+    agents = agent_service.list_agents(tenant=g.tenant)
+    return render_template(
+        "dashboard/phone_numbers/list.html",
+        numbers=number_service.list_numbers(tenant=g.tenant),
+        agents=agents,
+        agent_names={agent.id: agent.name for agent in agents},
+        errors=errors or {},
+    )
+
+
+@bp.route("/phone-numbers/<number_id>/assign-agent", methods=["POST"])
+def assign_agent(number_id: str):
+    number = number_service.get_number(tenant=g.tenant, number_id=number_id)
+    # "No agent" sends an empty value: null, which unassigns the number.
+    fields, errors = load_form(AssignAgentSchema(), request.form)
+    if errors:
+        messages = [message for of_field in errors.values() for message in of_field]
+        return _numbers_page({number.id: messages}), 422
+    with database.atomic():
+        number = number_service.assign_agent(
+            tenant=g.tenant, number_id=number.id, agent_id=fields["agent_id"]
+        )
+        record_change("number.agent_assigned", number.id, agentId=number.agent_id)
+    if number.agent is None:
+        flash(f"{number.display_number} has no agent now: it answers no calls.", "success")
+    else:
+        flash(f"{number.display_number} is answered by {number.agent.name}.", "success")
+    return redirect(url_for("dashboard.phone_numbers"))

@@ -1,0 +1,198 @@
+"""Webhooks: create, edit, disable, send a test event, the delivery log with retries, delete."""
+
+from typing import Any
+
+from flask import flash, g, redirect, render_template, request, url_for
+from marshmallow import ValidationError
+from werkzeug.datastructures import MultiDict
+
+from app.dashboard import bp, record_change, require_change
+from app.dashboard.formdata import Errors, as_form, changed, flatten, load_form
+from app.db import database
+from app.errors import Conflict, ValidationFailed
+from app.models import Webhook
+from app.resources.webhooks.schemas import (
+    DeliveryQueryArgsSchema,
+    WebhookCreateSchema,
+    WebhookSchema,
+    WebhookUpdateSchema,
+)
+from app.services import deliveries as delivery_service
+from app.services import webhooks as webhook_service
+from app.services.deliveries import STATUSES
+from app.services.events import EVENT_TYPES
+from app.services.pages import COUNT_LIMIT
+
+LOG_PAGE_SIZE = 20
+LOG_ARGS = ("limit", "offset", "status")
+# What the edit form changes; the secret is set once, at creation (or through the API).
+EDIT_FIELDS = ("url", "events", "is_active")
+
+
+@bp.route("/webhooks")
+def webhooks():
+    return render_template(
+        "dashboard/webhooks/list.html", webhooks=webhook_service.list_webhooks(tenant=g.tenant)
+    )
+
+
+@bp.route("/webhooks/new", methods=["GET", "POST"])
+def new_webhook():
+    require_change()
+    if request.method == "GET":
+        return _new_webhook_page(MultiDict({"secret": webhook_service.new_secret()}), {})
+    fields, errors = load_form(WebhookCreateSchema(), request.form)
+    if not errors:
+        try:
+            webhook = webhook_service.create_webhook(tenant=g.tenant, **fields)
+        except ValidationFailed as exc:  # the URL rules
+            errors = _field_errors(exc)
+        else:
+            # After the service's own transaction: it resolves the URL's host first, and no
+            # write transaction waits on a DNS answer (so too when saving the form).
+            record_change("webhook.created", webhook.id)
+            # Rendered, never flashed: the session cookie is signed, not encrypted.
+            return _webhook_page(webhook, secret=fields["secret"]), 201
+    return _new_webhook_page(request.form, errors), 422
+
+
+def _new_webhook_page(values: MultiDict, errors: Errors) -> str:
+    return render_template(
+        "dashboard/webhooks/new.html", values=values, errors=errors, event_types=EVENT_TYPES
+    )
+
+
+def _field_errors(exc: ValidationFailed) -> Errors:
+    return {key: list(messages) for key, messages in exc.details.items()}
+
+
+@bp.route("/webhooks/<webhook_id>", methods=["GET", "POST"])
+def webhook(webhook_id: str):
+    webhook = webhook_service.get_webhook(tenant=g.tenant, webhook_id=webhook_id)
+    if request.method == "GET":
+        return _webhook_page(webhook)
+    fields, errors = load_form(WebhookUpdateSchema(partial=True, only=EDIT_FIELDS), request.form)
+    if not errors:
+        changes = changed(webhook, fields)
+        try:
+            if changes:
+                webhook_service.update_webhook(tenant=g.tenant, webhook_id=webhook.id, **changes)
+        except ValidationFailed as exc:
+            errors = _field_errors(exc)
+        else:
+            if changes:
+                record_change("webhook.updated", webhook.id, fields=sorted(changes))
+                flash("Webhook saved.", "success")
+            else:
+                flash("Nothing to save: no field was changed.", "info")
+            return redirect(url_for("dashboard.webhook", webhook_id=webhook.id))
+    return _webhook_page(webhook, values=request.form, errors=errors), 422
+
+
+def _webhook_page(
+    webhook: Webhook,
+    *,
+    values: MultiDict | None = None,
+    errors: Errors | None = None,
+    secret: str | None = None,
+) -> str:
+    """The webhook's page: its form and actions, and one page of its delivery log."""
+    log_args = _log_args()
+    return render_template(
+        "dashboard/webhooks/webhook.html",
+        webhook=webhook,
+        values=values if values is not None else as_form(WebhookSchema().dump(webhook)),
+        errors=errors or {},
+        event_types=EVENT_TYPES,
+        secret=secret,
+        log=delivery_service.list_deliveries(webhook=webhook, **log_args),
+        log_status=log_args.get("status", ""),
+        statuses=STATUSES,
+        count_limit=COUNT_LIMIT,
+    )
+
+
+def _log_args() -> dict[str, Any]:
+    """The delivery log's page and filter from the query string, as the API reads them."""
+    given = {key: request.args[key] for key in LOG_ARGS if request.args.get(key)}
+    try:
+        return DeliveryQueryArgsSchema().load({"limit": LOG_PAGE_SIZE, **given})
+    except ValidationError as exc:
+        details = flatten(exc.messages)
+        raise ValidationFailed(
+            "Invalid delivery log parameters: "
+            + " ".join(f"{key}: {' '.join(messages)}" for key, messages in details.items()),
+            details=details,
+        ) from None
+
+
+@bp.route("/webhooks/<webhook_id>/disable", methods=["POST"])
+def disable_webhook(webhook_id: str):
+    webhook = webhook_service.get_webhook(tenant=g.tenant, webhook_id=webhook_id)
+    if webhook.is_active:
+        with database.atomic():
+            webhook_service.update_webhook(tenant=g.tenant, webhook_id=webhook.id, is_active=False)
+            record_change("webhook.disabled", webhook.id)
+        flash(
+            "Webhook disabled: it receives nothing, and its pending deliveries failed. "
+            "Tick Active and save to enable it again.",
+            "success",
+        )
+    return redirect(url_for("dashboard.webhook", webhook_id=webhook.id))
+
+
+@bp.route("/webhooks/<webhook_id>/test", methods=["POST"])
+def test_webhook(webhook_id: str):
+    webhook = webhook_service.get_webhook(tenant=g.tenant, webhook_id=webhook_id)
+    try:
+        with database.atomic():
+            delivery = webhook_service.send_test(tenant=g.tenant, webhook_id=webhook.id)
+            record_change("webhook.test_sent", webhook.id, deliveryId=delivery.id)
+    except Conflict as exc:  # disabled
+        flash(exc.message, "error")
+        return _webhook_page(webhook), 409
+    flash(
+        "A webhook.test event is on its way: its delivery is at the top of the log "
+        "(reload the page to see how it went).",
+        "success",
+    )
+    return redirect(url_for("dashboard.webhook", webhook_id=webhook.id))
+
+
+@bp.route("/webhooks/deliveries/<delivery_id>/retry", methods=["POST"])
+def retry_delivery(delivery_id: str):
+    delivery = delivery_service.get_delivery(tenant=g.tenant, delivery_id=delivery_id)
+    webhook = webhook_service.get_webhook(tenant=g.tenant, webhook_id=delivery.webhook_id)
+    try:
+        with database.atomic():
+            delivery_service.retry(tenant=g.tenant, delivery_id=delivery.id)
+            record_change("delivery.retried", delivery.id, webhookId=webhook.id)
+    except Conflict as exc:  # the webhook is disabled
+        flash(exc.message, "error")
+        return _webhook_page(webhook), 409
+    flash(
+        f"Delivery {delivery.id} is being sent again (reload the page to see how it went).",
+        "success",
+    )
+    return redirect(url_for("dashboard.webhook", webhook_id=webhook.id))
+
+
+@bp.route("/webhooks/<webhook_id>/delete", methods=["GET", "POST"])
+def delete_webhook(webhook_id: str):
+    require_change()
+    webhook = webhook_service.get_webhook(tenant=g.tenant, webhook_id=webhook_id)
+    if request.method == "GET":
+        return render_template(
+            "dashboard/confirm.html",
+            title="Delete webhook",
+            question=f"Delete the webhook to {webhook.url}? It receives nothing more, and its "
+            "delivery log is deleted with it.",
+            action=url_for("dashboard.delete_webhook", webhook_id=webhook.id),
+            button="Delete webhook",
+            cancel=url_for("dashboard.webhook", webhook_id=webhook.id),
+        )
+    with database.atomic():
+        webhook_service.delete_webhook(tenant=g.tenant, webhook_id=webhook.id)
+        record_change("webhook.deleted", webhook.id)
+    flash("Webhook deleted.", "success")
+    return redirect(url_for("dashboard.webhooks"))
