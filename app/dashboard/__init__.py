@@ -51,11 +51,11 @@ def require_user() -> Any:
     # A NUL names nothing (404); PostgreSQL could not even compare an id holding one.
     refuse_nul_characters()
     g.user = _session_user()
+    g.tenant = g.user.tenant if g.user is not None else None
     if request.endpoint in PUBLIC_ENDPOINTS:
         return None
     if g.user is None:
         return redirect(url_for("dashboard.sign_in", next=request.full_path.rstrip("?")))
-    g.tenant = g.user.tenant
     if (
         request.method not in SAFE_METHODS
         and request.endpoint not in OWN_SESSION_ENDPOINTS

@@ -2,9 +2,13 @@
 
 from flask_wtf import FlaskForm
 from wtforms import EmailField, PasswordField, SelectChoice, SelectField, StringField
-from wtforms.validators import DataRequired, Length
+from wtforms.validators import DataRequired, Length, Regexp
 
+from app.resources.guards import NUL_MESSAGE
 from app.services import users as user_service
+
+# No text field holds a NUL: no database stores one (PostgreSQL refuses it outright).
+NO_NUL = Regexp(r"^[^\x00]*$", message=NUL_MESSAGE)
 
 ROLE_CHOICES = [
     SelectChoice("viewer", "Viewer (reads only)"),
@@ -14,12 +18,12 @@ ROLE_CHOICES = [
 
 
 class SignInForm(FlaskForm):
-    email = EmailField("Email", validators=[DataRequired(), Length(max=254)])
-    password = PasswordField("Password", validators=[DataRequired(), Length(max=1024)])
+    email = EmailField("Email", validators=[DataRequired(), Length(max=254), NO_NUL])
+    password = PasswordField("Password", validators=[DataRequired(), Length(max=1024), NO_NUL])
 
 
 class CreateKeyForm(FlaskForm):
-    name = StringField("Name", validators=[DataRequired(), Length(max=100)])
+    name = StringField("Name", validators=[DataRequired(), Length(max=100), NO_NUL])
     scope = SelectField(
         "Scope", choices=[SelectChoice("full", "Full access"), SelectChoice("read", "Read only")]
     )
@@ -35,13 +39,14 @@ class CreateKeyForm(FlaskForm):
 
 
 class AddUserForm(FlaskForm):
-    email = EmailField("Email", validators=[DataRequired(), Length(max=254)])
+    email = EmailField("Email", validators=[DataRequired(), Length(max=254), NO_NUL])
     role = SelectField("Role", choices=ROLE_CHOICES, default="viewer")
     password = PasswordField(
         "Initial password",
         validators=[
             DataRequired(),
             Length(min=user_service.MIN_PASSWORD_LENGTH, max=user_service.MAX_PASSWORD_LENGTH),
+            NO_NUL,
         ],
     )
 

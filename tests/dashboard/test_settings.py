@@ -162,3 +162,21 @@ def test_the_audit_log_shows_cli_and_dashboard_changes_and_pages(signed_in, runn
     assert "key.created" in page and "command line" in page and "owner@acme.test" in page
     assert signed_in.get("/dashboard/settings/audit-log?offset=-1").status_code == 422
     assert signed_in.get("/dashboard/settings/audit-log?offset=" + "9" * 5000).status_code == 422
+
+
+def test_a_nul_in_any_settings_or_sign_in_field_is_refused_not_a_500(client, owner, post):
+    page = client.get("/dashboard/sign-in")
+    response = client.post(
+        "/dashboard/sign-in",
+        data={"email": "owner\x00@acme.test", "password": PASSWORD, "csrf_token": csrf_token(page)},
+    )
+    assert response.status_code == 400
+    sign_in(client, owner.email)
+    assert create_key(post, name="pro\x00duction").status_code == 422
+    team = "/dashboard/settings/team"
+    added = post(team, {"email": "a\x00@acme.test", "role": "viewer", "password": PASSWORD})
+    assert added.status_code == 422
+    assert (
+        post(team, {"email": "a@acme.test", "role": "viewer", "password": "x\x00" * 6}).status_code
+        == 422
+    )
