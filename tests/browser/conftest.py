@@ -159,12 +159,12 @@ def visits(tmp_path, server) -> Visits:
 
 @pytest.fixture
 def open_page(request, browser: Browser, server: str, visits: Visits):
-    """open_page(viewport=VIEWPORT): a page in a fresh browser context (no cookies) on the
-    server, watched like every page of the test: a second person's browser."""
+    """open_page(): a page in a fresh browser context (no cookies) on the server, watched like
+    every page of the test: a second person's browser."""
     contexts: list[BrowserContext] = []
 
-    def open_page(viewport: dict[str, int] = VIEWPORT) -> Page:
-        context = browser.new_context(base_url=server, viewport=viewport)
+    def open_page() -> Page:
+        context = browser.new_context(base_url=server, viewport=VIEWPORT)
         context.set_default_timeout(TIMEOUT_MS)
         contexts.append(context)
         page = context.new_page()
