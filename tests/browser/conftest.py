@@ -21,6 +21,9 @@ For each page of the dashboard, its browser tests:
 - go through the confirmation step of a destructive button (Delete, Revoke, Disable);
 - send the form once with bad input and see the message next to its field;
 - as a viewer (`signed_in("viewer")`), see the page without its change buttons.
+A second person at the same time (a user the test's owner just added, say) gets a browser
+of their own: `open_page()` is a page in a fresh browser context, watched the same way, and
+`shot(name, on=that_page)` screenshots it.
 Data comes from the fixtures of tests/conftest.py (tenant, headers, agent_id, did) and calls
 from the runtime API of the server (`requests.post(f"{server}/internal/v1/calls", ...,
 headers=runtime_headers)`). One short test each, e.g.:
@@ -41,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from app.services import users as user_service
 from tests.conftest import RUNTIME_TOKEN
@@ -101,14 +104,21 @@ def server(app, workers) -> str:
 
 @dataclass
 class Visits:
-    """What the test's page did: documents loaded, screenshots taken, problems seen."""
+    """What the test's pages did: documents loaded (by which page), screenshots taken,
+    problems seen."""
 
     folder: Path
     server: str
-    loaded: list[str] = field(default_factory=list)
+    loaded: list[tuple[Page, str]] = field(default_factory=list)
     shot: set[int] = field(default_factory=set)
     screenshots: int = 0
     problems: list[str] = field(default_factory=list)
+
+    def watch(self, page: Page) -> None:
+        page.on("load", lambda loaded: self.loaded.append((loaded, loaded.url)))
+        page.on("request", self.request)
+        page.on("response", self.response)
+        page.on("pageerror", lambda error: self.problems.append(f"JavaScript error: {error}"))
 
     def request(self, request) -> None:
         if not (request.url.startswith(self.server + "/") or request.url.startswith("data:")):
@@ -118,8 +128,15 @@ class Visits:
         if response.status >= 500:
             self.problems.append(f"{response.status} from {response.url}")
 
+    def mark_shot(self, page: Page) -> None:
+        """The page's latest document has its screenshot."""
+        for number in range(len(self.loaded), 0, -1):
+            if self.loaded[number - 1][0] is page:
+                self.shot.add(number)
+                return
+
     def unshot(self) -> list[str]:
-        return [url for number, url in enumerate(self.loaded, 1) if number not in self.shot]
+        return [url for number, (_, url) in enumerate(self.loaded, 1) if number not in self.shot]
 
 
 REPORTS = pytest.StashKey[dict]()
@@ -141,40 +158,55 @@ def visits(tmp_path, server) -> Visits:
 
 
 @pytest.fixture
-def page(request, browser: Browser, server: str, visits: Visits):
-    """A fresh browser context (no cookies) and its page on the server: page.goto("/...")."""
-    context = browser.new_context(base_url=server, viewport=VIEWPORT)
-    context.set_default_timeout(TIMEOUT_MS)
-    page = context.new_page()
-    page.on("load", lambda loaded: visits.loaded.append(loaded.url))
-    page.on("request", visits.request)
-    page.on("response", visits.response)
-    page.on("pageerror", lambda error: visits.problems.append(f"JavaScript error: {error}"))
-    yield page
+def open_page(request, browser: Browser, server: str, visits: Visits):
+    """open_page(): a page in a fresh browser context (no cookies) on the server, watched like
+    every page of the test: a second person's browser."""
+    contexts: list[BrowserContext] = []
+
+    def open_page() -> Page:
+        context = browser.new_context(base_url=server, viewport=VIEWPORT)
+        context.set_default_timeout(TIMEOUT_MS)
+        contexts.append(context)
+        page = context.new_page()
+        visits.watch(page)
+        return page
+
+    yield open_page
     call = request.node.stash.get(REPORTS, {}).get("call")
     failed = call is None or call.failed
-    if failed and not page.is_closed():
-        page.screenshot(path=visits.folder / "failed.png", full_page=True)
-    context.close()
+    for number, context in enumerate(contexts, 1):
+        if failed:
+            for page in context.pages:
+                name = "failed.png" if number == 1 else f"failed-{number}.png"
+                page.screenshot(path=visits.folder / name, full_page=True)
+        context.close()
     if not failed:
         assert not visits.problems, "\n".join(visits.problems)
         assert not visits.unshot(), f"pages visited without a shot(): {visits.unshot()}"
 
 
 @pytest.fixture
-def shot(page: Page, visits: Visits):
-    """shot(name): screenshot the page now shown, after checking its markup."""
+def page(open_page) -> Page:
+    """The test's page on the server, in a fresh browser context: page.goto("/...")."""
+    return open_page()
 
-    def shot(name: str) -> Path:
-        page.wait_for_load_state("load")
-        expect(page.locator("h1")).to_have_count(1)
-        assert page.title(), f"{page.url} has no title"
-        assert not page.evaluate(UNLABELLED_FIELDS), f"fields without a label on {page.url}"
+
+@pytest.fixture
+def shot(page: Page, visits: Visits):
+    """shot(name, on=page): screenshot the page now shown (the test's page, or another one
+    from open_page()), after checking its markup."""
+
+    def shot(name: str, on: Page | None = None) -> Path:
+        shown = on or page
+        shown.wait_for_load_state("load")
+        expect(shown.locator("h1")).to_have_count(1)
+        assert shown.title(), f"{shown.url} has no title"
+        assert not shown.evaluate(UNLABELLED_FIELDS), f"fields without a label on {shown.url}"
         visits.screenshots += 1
         slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
         path = visits.folder / f"{visits.screenshots:02d}-{slug}.png"
-        page.screenshot(path=path, full_page=True)
-        visits.shot.add(len(visits.loaded))
+        shown.screenshot(path=path, full_page=True)
+        visits.mark_shot(shown)
         return path
 
     return shot
@@ -196,6 +228,17 @@ def user(tenant):
 def heading(page: Page):
     """The page's <h1>."""
     return page.get_by_role("heading", level=1)
+
+
+def menu(page: Page):
+    """The main menu, where the signed-in user finds the pages: menu(page).get_by_role("link",
+    name="Calls")."""
+    return page.get_by_role("navigation", name="Main")
+
+
+def row(page: Page, text: str):
+    """The first row of a table on the page with a cell of exactly this text."""
+    return page.get_by_role("row").filter(has=page.get_by_role("cell", name=text, exact=True)).first
 
 
 def fill_sign_in(page: Page, email: str, password: str = PASSWORD) -> None:

@@ -48,6 +48,30 @@ def test_a_wrong_password_shows_one_message_and_stays_on_sign_in(page, shot, use
     shot("still-signed-out")
 
 
+def test_five_failed_sign_ins_stop_even_the_right_password(page, shot, user):
+    owner = user("owner")
+    page.goto("/dashboard/sign-in")
+    shot("sign-in")
+    for attempt in range(1, 6):
+        fill_sign_in(page, owner.email, f"wrong password {attempt}")
+        # The page that follows has the password field empty again: the answer has come.
+        expect(page.get_by_label("Password")).to_have_value("")
+        expect(page.get_by_role("alert")).to_have_text("Wrong email or password.")
+        shot(f"failure-{attempt}")
+    with page.expect_response(SIGN_IN) as answer:
+        fill_sign_in(page, owner.email)
+    assert answer.value.status == 429
+    expect(page.get_by_role("alert")).to_have_text(
+        "Too many failed sign-ins. Wait 15 minutes, then try again."
+    )
+    expect(heading(page)).to_have_text("Sign in")
+    shot("throttled")
+    page.goto("/dashboard/")
+    expect(page).to_have_url(SIGN_IN)
+    expect(heading(page)).to_have_text("Sign in")
+    shot("still-signed-out")
+
+
 def test_the_sign_in_form_without_its_csrf_token_is_refused(page, shot, user):
     owner = user("owner")
     page.goto("/dashboard/sign-in")
