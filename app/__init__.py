@@ -5,6 +5,7 @@ import time
 from typing import Any
 
 from flask import Flask, g
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app import auth, db, errors, logs, metrics, queue, ratelimit
 from app import config as default_config
@@ -64,6 +65,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     json_provider.sort_keys = False  # responses keep the schemas' field order
     app.json = json_provider
 
+    if app.config["TRUSTED_PROXIES"]:
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=app.config["TRUSTED_PROXIES"])  # type: ignore[method-assign]
     db.init_app(app)
     register_request_id(app)
     app.before_request(refuse_oversized_head)  # before authentication reads any header

@@ -264,9 +264,15 @@ password_stdin_option = click.option(
 def users_create(tenant_ref: str, email: str, role: str, password_stdin: bool) -> None:
     """Create a dashboard user of a tenant (asks for the password)."""
     tenant = tenant_service.find_tenant(tenant_ref)
-    user = user_service.create_user(
-        tenant=tenant, email=email, password=read_password(password_stdin), role=role
-    )
+    password = read_password(password_stdin)
+    with database.atomic():
+        user = user_service.create_user(tenant=tenant, email=email, password=password, role=role)
+        audit_cli(
+            tenant_id=tenant.id,
+            action="user.created",
+            target_id=user.id,
+            details={"email": user.email, "role": user.role},
+        )
     click.echo(f"Created {user.role} {user.email} ({user.id}) of {tenant.name}.")
 
 
@@ -291,9 +297,11 @@ def users_list(tenant_ref: str | None) -> None:
 @user_errors
 def users_set_password(email: str, password_stdin: bool) -> None:
     """Set a user's password; their other sessions end."""
-    user = user_service.set_password(
-        user=user_service.find_user(email), password=read_password(password_stdin)
-    )
+    user = user_service.find_user(email)
+    password = read_password(password_stdin)
+    with database.atomic():
+        user = user_service.set_password(user=user, password=password)
+        audit_cli(tenant_id=user.tenant_id, action="user.password_set", target_id=user.id)
     click.echo(f"New password set for {user.email}; their sessions have ended.")
 
 
@@ -302,7 +310,15 @@ def users_set_password(email: str, password_stdin: bool) -> None:
 @user_errors
 def users_disable(email: str) -> None:
     """Disable a user: they cannot sign in, and their sessions end."""
-    user, changed = user_service.disable(user=user_service.find_user(email))
+    with database.atomic():
+        user, changed = user_service.disable(user=user_service.find_user(email))
+        if changed:
+            audit_cli(
+                tenant_id=user.tenant_id,
+                action="user.disabled",
+                target_id=user.id,
+                details={"email": user.email},
+            )
     if changed:
         click.echo(f"Disabled {user.email}; their sessions have ended.")
     else:
@@ -626,7 +642,8 @@ def dev_config() -> None:
     if development.write_config(path):
         click.echo(
             f"Wrote the development settings to {shown} (ALLOW_PRIVATE_URLS, RUNTIME_TOKEN, "
-            "LOG_FORMAT, SECRET_KEY): the server and every flask command read them."
+            "LOG_FORMAT, SECRET_KEY, SESSION_COOKIE_SECURE): the server and every flask command "
+            "read them."
         )
         return
     missing = development.missing_settings(path)

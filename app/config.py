@@ -71,6 +71,13 @@ PERMANENT_SESSION_LIFETIME = 12 * 3600
 # Bodies over this many bytes are refused with 413.
 MAX_CONTENT_LENGTH = 1024 * 1024
 
+# How many reverse proxies (nginx, a load balancer) stand in front of the service and append
+# the client's address to X-Forwarded-For. 0 trusts no such header: the address the service
+# sees is the client's. Behind one nginx set 1, so the audit log and the sign-in throttle
+# see each client's own address (werkzeug's ProxyFix; set it no higher than the real count,
+# or clients could choose their address).
+TRUSTED_PROXIES = 0
+
 API_TITLE = "Voice Agent Management API"
 API_VERSION = "v1"
 OPENAPI_VERSION = "3.0.3"

@@ -1,6 +1,16 @@
 """Settings: API keys (create, shown once; revoke), Team (owners) and the Audit log (owners)."""
 
-from flask import abort, flash, g, redirect, render_template, request, url_for
+from flask import (
+    abort,
+    flash,
+    g,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 
 from app.dashboard import bp, owner_only, record_change
 from app.dashboard.forms import AddUserForm, CreateKeyForm, RoleForm
@@ -12,13 +22,12 @@ from app.services import keys as key_service
 from app.services import users as user_service
 
 PAGE_ARGS = PageArgsSchema()
+NEW_KEY = "new_api_key"  # session entry: the key just created, for the page that follows
 
 
 @bp.route("/settings/api-keys", methods=["GET", "POST"])
 def api_keys():
     form = CreateKeyForm()
-    created = None
-    status = 200
     if form.validate_on_submit():
         days = int(form.expires.data) if form.expires.data else None
         with database.atomic():
@@ -26,15 +35,21 @@ def api_keys():
                 tenant=g.tenant, name=form.name.data, scope=form.scope.data, expires_in_days=days
             )
             record_change("key.created", record.id, name=record.name, scope=record.scope)
-        # Shown on this page only: the key is never stored, and never shown again.
-        created = {"record": record, "key": key}
-        form = CreateKeyForm(formdata=None)
-    elif request.method == "POST":
-        status = 422
+        # Carried to the page that follows only (taken from the session there), so that
+        # reloading that page neither shows the key again nor creates another.
+        session[NEW_KEY] = {"id": record.id, "key": key}
+        return redirect(url_for("dashboard.api_keys"))
     keys = key_service.list_keys(tenant=g.tenant)
-    return render_template(
-        "dashboard/settings/api_keys.html", form=form, keys=keys, created=created
-    ), status
+    created = session.pop(NEW_KEY, None) if request.method == "GET" else None
+    if created is not None:
+        created = {"record": next(k for k in keys if k.id == created["id"]), "key": created["key"]}
+    status = 422 if request.method == "POST" else 200
+    response = make_response(
+        render_template("dashboard/settings/api_keys.html", form=form, keys=keys, created=created),
+        status,
+    )
+    response.headers["Cache-Control"] = "no-store"  # the once-shown key stays out of caches
+    return response
 
 
 @bp.route("/settings/api-keys/<key_id>/revoke", methods=["GET", "POST"])

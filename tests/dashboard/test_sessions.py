@@ -145,6 +145,13 @@ def test_users_cli_creates_lists_sets_passwords_and_disables(runner, tenant, cli
         in runner.invoke(args=["users", "disable", "--email", "ann@acme.test"]).output
     )
     assert sign_in(client, "ann@acme.test", "another long password").status_code == 401
+    entries = audit.list_entries(tenant=tenant, limit=20, offset=0).items
+    cli = [(entry.action, entry.actor_label) for entry in entries if entry.actor_type == "cli"]
+    assert cli == [
+        ("user.disabled", "CLI"),
+        ("user.password_set", "CLI"),
+        ("user.created", "CLI"),
+    ]
 
 
 def test_demo_prints_an_owner_who_can_sign_in(runner, client):
@@ -183,3 +190,22 @@ def test_the_throttle_counts_failures_per_address_too(client, owner, viewer):
     for number in range(5):
         sign_in(client, f"guess{number}@acme.test", password="wrong password!")
     assert sign_in(client, viewer.email).status_code == 429
+
+
+@pytest.mark.parametrize(("proxies", "address"), [(0, "127.0.0.1"), (1, "10.9.8.7")])
+def test_the_client_address_is_the_proxys_unless_proxies_are_trusted(app_config, proxies, address):
+    from app import create_app
+    from tests.dashboard.conftest import PerRequestContextClient
+
+    app = create_app({**app_config, "TRUSTED_PROXIES": proxies})
+    app.test_client_class = PerRequestContextClient
+    client = app.test_client()
+    with app.app_context():
+        page = client.get("/dashboard/sign-in")
+        client.post(
+            "/dashboard/sign-in",
+            data={"email": "x@acme.test", "password": "wrong", "csrf_token": csrf_token(page)},
+            headers={"X-Forwarded-For": "10.9.8.7"},
+        )
+        [entry] = audit.AuditEntry.select()
+        assert entry.address == address
