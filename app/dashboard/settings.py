@@ -57,7 +57,15 @@ def revoke_key(key_id: str):
     """GET asks for confirmation; POST revokes (effective on the key's next request)."""
     record = key_service.get_key(tenant=g.tenant, key_id=key_id)
     if request.method == "GET":
-        return render_template("dashboard/settings/revoke_key.html", record=record)
+        return render_template(
+            "dashboard/confirm.html",
+            title=f"Revoke key {record.name}?",
+            question=f"Requests with the key {record.prefix}… are refused (401) from the next "
+            "one on. This cannot be undone.",
+            action=url_for("dashboard.revoke_key", key_id=record.id),
+            button="Revoke",
+            cancel=url_for("dashboard.api_keys"),
+        )
     with database.atomic():
         record, revoked = key_service.revoke_key(key_id=record.id)
         if revoked:
@@ -115,7 +123,14 @@ def disable_user(user_id: str):
     if user.id == g.user.id:
         abort(409, "You cannot disable yourself; another owner can.")
     if request.method == "GET":
-        return render_template("dashboard/settings/disable_user.html", user=user)
+        return render_template(
+            "dashboard/confirm.html",
+            title=f"Disable {user.email}?",
+            question="They can no longer sign in, and their open sessions end at once.",
+            action=url_for("dashboard.disable_user", user_id=user.id),
+            button="Disable",
+            cancel=url_for("dashboard.team"),
+        )
     with database.atomic():
         user, changed = user_service.disable(user=user)
         if changed:
