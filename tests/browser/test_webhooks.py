@@ -1,0 +1,148 @@
+"""The Webhooks pages in a real browser: create one, send a test event, retry its delivery."""
+
+import re
+import time
+
+import pytest
+from playwright.sync_api import Locator, Page, expect
+
+from app.services import webhooks as webhook_service
+from tests.browser.conftest import heading
+from tests.conftest import RUNTIME_TOKEN
+from tests.receiver import Answer, Receiver
+
+# The server sends deliveries from its own background thread: the log is read again until
+# the attempt shows.
+LOG_WAIT_SECONDS = 5
+
+
+class Switch:
+    """What the receiver answers: every request gets the current status."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+
+    def __call__(self, request) -> Answer:
+        return Answer(status=self.status, body=f"answered {self.status}".encode())
+
+
+@pytest.fixture
+def server(app, workers) -> str:
+    """The server of tests/browser/conftest.py, with the webhook retry schedule at 100 times
+    its length instead of the tests' 1/1000: no automatic retry comes between the failed
+    attempt and the Retry button, so the attempt that succeeds is the one Retry sent."""
+    return workers.start_web(
+        workers=1,
+        SECRET_KEY=app.config["SECRET_KEY"],
+        SESSION_COOKIE_SECURE="false",
+        RUNTIME_TOKEN=RUNTIME_TOKEN,
+        QUEUE_MODE="inline",
+        REDIS_URL="",
+        LOG_FORMAT="text",
+        WEBHOOK_RETRY_SCALE="100",
+    )
+
+
+@pytest.fixture
+def switch():
+    return Switch(500)
+
+
+@pytest.fixture
+def receiver(switch):
+    with Receiver(switch) as receiver:
+        yield receiver
+
+
+def open_webhooks(page: Page, shot) -> None:
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Webhooks").click()
+    expect(heading(page)).to_have_text("Webhooks")
+    shot("webhooks")
+
+
+def reload_until(page: Page, shot, name: str, shown: Locator) -> None:
+    """Reload the page until shown is on it; fails after LOG_WAIT_SECONDS."""
+    deadline = time.monotonic() + LOG_WAIT_SECONDS
+    while True:
+        page.reload()
+        shot(name)
+        if shown.count() or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    expect(shown.first).to_be_visible()
+
+
+def attempt_rows(page: Page, status_code: int) -> Locator:
+    """The delivery log's attempts (the rows of each delivery's table of attempts) that got
+    status_code."""
+    return (
+        page.get_by_role("table", name=re.compile(r"^Attempts of "))
+        .get_by_role("row")
+        .filter(has=page.get_by_role("cell", name=str(status_code), exact=True))
+    )
+
+
+def test_a_failed_test_delivery_succeeds_when_retried(
+    page, shot, signed_in, receiver, switch, client, headers
+):
+    signed_in("owner")
+    open_webhooks(page, shot)
+    expect(page.get_by_text("No webhooks")).to_be_visible()
+    page.get_by_role("link", name="Create webhook").click()
+    expect(heading(page)).to_have_text("Create webhook")
+    shot("create-webhook")
+    page.get_by_label("URL").fill(f"{receiver.url}/hooks")
+    page.get_by_label("call.ended").check()
+    page.get_by_role("button", name="Create webhook").click()
+
+    expect(heading(page)).to_have_text("Webhook")
+    expect(page.get_by_role("status")).to_contain_text("Webhook created.")
+    expect(page.get_by_label("call.ended")).to_be_checked()
+    expect(page.get_by_label("call.started")).not_to_be_checked()
+    expect(page.get_by_text("No deliveries yet.")).to_be_visible()
+    shot("webhook-created")
+    [webhook] = client.get("/api/v1/webhooks", headers=headers).json["webhooks"]
+    assert (webhook["url"], webhook["events"]) == (f"{receiver.url}/hooks", ["call.ended"])
+
+    page.get_by_role("button", name="Send test").click()
+    expect(page.get_by_role("status")).to_contain_text("A webhook.test event is on its way")
+    shot("test-sent")
+    reload_until(page, shot, "test-failed", attempt_rows(page, 500))
+    expect(attempt_rows(page, 500)).to_have_count(1)
+    expect(attempt_rows(page, 500)).to_contain_text("The receiver answered 500.")
+    expect(page.get_by_role("cell", name="pending", exact=True)).to_be_visible()
+    [sent] = receiver.wait_for(1)
+    assert sent.json()["event"] == "webhook.test"
+
+    switch.status = 200
+    page.get_by_role("button", name="Retry").click()
+    expect(page.get_by_role("status")).to_contain_text("is being sent again")
+    shot("retried")
+    succeeded = page.get_by_role("cell", name="succeeded", exact=True)
+    reload_until(page, shot, "retry-succeeded", succeeded)
+    expect(attempt_rows(page, 500)).to_have_count(1)
+    expect(attempt_rows(page, 200)).to_have_count(1)
+    expect(page.get_by_role("button", name="Retry")).to_have_count(0)
+    assert [request.headers["X-Service-Attempt"] for request in receiver.wait_for(2)] == ["1", "2"]
+    log = client.get(f"/api/v1/webhooks/{webhook['id']}/deliveries", headers=headers).json
+    assert [delivery["status"] for delivery in log["deliveries"]] == ["succeeded"]
+
+
+def test_a_viewer_sees_the_delivery_log_without_its_change_buttons(
+    page, shot, signed_in, tenant, receiver
+):
+    webhook = webhook_service.create_webhook(
+        tenant=tenant, url=f"{receiver.url}/hooks", events=["call.ended"], secret="s" * 32
+    )
+    webhook_service.send_test(tenant=tenant, webhook_id=webhook.id)  # answered 500
+    signed_in("viewer")
+    open_webhooks(page, shot)
+    expect(page.get_by_role("link", name="Create webhook")).to_have_count(0)
+    page.get_by_role("link", name=f"{receiver.url}/hooks").click()
+    expect(heading(page)).to_have_text("Webhook")
+    shot("webhook")
+    expect(attempt_rows(page, 500).first).to_contain_text("The receiver answered 500.")
+    expect(page.get_by_label("URL")).to_be_disabled()
+    for name in ("Retry", "Send test", "Disable", "Save", "Create webhook", "Delete webhook"):
+        expect(page.get_by_role("button", name=name)).to_have_count(0)
+        expect(page.get_by_role("link", name=name)).to_have_count(0)
