@@ -86,7 +86,13 @@ def browser():
 
 
 @pytest.fixture
-def server(app, workers) -> str:
+def server_settings() -> dict[str, str]:
+    """More settings for the test's server; a test module overrides this fixture to add some."""
+    return {}
+
+
+@pytest.fixture
+def server(app, workers, server_settings) -> str:
     """The service in gunicorn on a free loopback port, on the test's database; its base URL.
 
     http on loopback, so the session cookie is not Secure; jobs run inline in the web process.
@@ -99,6 +105,7 @@ def server(app, workers) -> str:
         QUEUE_MODE="inline",
         REDIS_URL="",
         LOG_FORMAT="text",
+        **server_settings,
     )
 
 

@@ -8,7 +8,6 @@ from playwright.sync_api import Locator, Page, expect
 
 from app.services import webhooks as webhook_service
 from tests.browser.conftest import heading
-from tests.conftest import RUNTIME_TOKEN
 from tests.receiver import Answer, Receiver
 
 # The server sends deliveries from its own background thread: the log is read again until
@@ -27,20 +26,11 @@ class Switch:
 
 
 @pytest.fixture
-def server(app, workers) -> str:
-    """The server of tests/browser/conftest.py, with the webhook retry schedule at 100 times
-    its length instead of the tests' 1/1000: no automatic retry comes between the failed
-    attempt and the Retry button, so the attempt that succeeds is the one Retry sent."""
-    return workers.start_web(
-        workers=1,
-        SECRET_KEY=app.config["SECRET_KEY"],
-        SESSION_COOKIE_SECURE="false",
-        RUNTIME_TOKEN=RUNTIME_TOKEN,
-        QUEUE_MODE="inline",
-        REDIS_URL="",
-        LOG_FORMAT="text",
-        WEBHOOK_RETRY_SCALE="100",
-    )
+def server_settings():
+    """The webhook retry schedule at 100 times its length instead of the tests' 1/1000: no
+    automatic retry comes between the failed attempt and the Retry button, so the attempt
+    that succeeds is the one Retry sent."""
+    return {"WEBHOOK_RETRY_SCALE": "100"}
 
 
 @pytest.fixture
