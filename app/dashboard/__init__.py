@@ -6,10 +6,21 @@ only owners and admins may send one. Another tenant's ids are 404, as in the API
 """
 
 import logging
+import secrets
 from functools import wraps
 from typing import Any
 
-from flask import Blueprint, abort, current_app, g, redirect, render_template, request, url_for
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    g,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
@@ -66,8 +77,6 @@ def require_user() -> Any:
 
 
 def _session_user():
-    from flask import session
-
     user_id, version = session.get("user_id"), session.get("session_version")
     if not isinstance(user_id, str) or not isinstance(version, int):
         return None
@@ -108,6 +117,30 @@ def record_change(action: str, target_id: str | None = None, **details: Any) -> 
     )
 
 
+# A form that creates something and shows a secret once is answered with the page itself
+# (the secret never goes into the session cookie, which is signed, not encrypted). Reloading
+# that page would send the form again: each such form carries an id of its own, and a second
+# sending of the same id creates nothing.
+FORM_ID = "form_id"
+SENT_FORMS = "sent_forms"
+SENT_FORMS_KEPT = 20
+ALREADY_SENT = "This form was sent already (the page was reloaded): nothing new was created."
+
+
+def new_form_id() -> str:
+    return secrets.token_urlsafe(16)
+
+
+def first_sending() -> bool:
+    """Whether this POST's form id has not been sent before in this session; notes it."""
+    sent = request.form.get(FORM_ID, "")
+    seen = session.get(SENT_FORMS, [])
+    if not sent or sent in seen:
+        return False
+    session[SENT_FORMS] = [*seen[-(SENT_FORMS_KEPT - 1) :], sent]
+    return True
+
+
 def can_change() -> bool:
     """Whether the signed-in user may change things: templates show buttons only then."""
     user = g.get("user")
@@ -142,7 +175,12 @@ def navigation() -> list[tuple[str, str]]:
 
 @bp.app_context_processor
 def dashboard_context() -> dict[str, Any]:
-    return {"can_change": can_change, "navigation": navigation, "now": utcnow}
+    return {
+        "can_change": can_change,
+        "navigation": navigation,
+        "now": utcnow,
+        "new_form_id": new_form_id,
+    }
 
 
 @bp.errorhandler(CSRFError)

@@ -6,7 +6,7 @@ from typing import Any
 from flask import flash, g, redirect, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 
-from app.dashboard import bp, record_change, require_change
+from app.dashboard import ALREADY_SENT, bp, first_sending, record_change, require_change
 from app.dashboard.formdata import Errors, as_form, changed, load_form
 from app.db import database
 from app.errors import Conflict, ValidationFailed
@@ -144,6 +144,9 @@ def delete_agent(agent_id: str):
 @bp.route("/agents/<agent_id>/functions", methods=["POST"])
 def new_function(agent_id: str):
     agent = agent_service.get_agent(tenant=g.tenant, agent_id=agent_id)
+    if not first_sending():
+        flash(ALREADY_SENT, "info")
+        return redirect(url_for("dashboard.agent", agent_id=agent.id))
     # The signing secret is generated, as when the API is sent none.
     fields, errors = load_form(FunctionCreateSchema(exclude=("secret",)), request.form)
     status = 422

@@ -8,11 +8,10 @@ from flask import (
     redirect,
     render_template,
     request,
-    session,
     url_for,
 )
 
-from app.dashboard import bp, owner_only, record_change
+from app.dashboard import ALREADY_SENT, bp, first_sending, owner_only, record_change
 from app.dashboard.forms import AddUserForm, CreateKeyForm, RoleForm
 from app.dashboard.listing import page_links, read_query
 from app.db import database
@@ -22,28 +21,30 @@ from app.services import keys as key_service
 from app.services import users as user_service
 
 PAGE_ARGS = PageArgsSchema()
-NEW_KEY = "new_api_key"  # session entry: the key just created, for the page that follows
 
 
 @bp.route("/settings/api-keys", methods=["GET", "POST"])
 def api_keys():
     form = CreateKeyForm()
+    created = None
+    status = 200
     if form.validate_on_submit():
+        if not first_sending():
+            flash(ALREADY_SENT, "info")
+            return redirect(url_for("dashboard.api_keys"))
         days = int(form.expires.data) if form.expires.data else None
         with database.atomic():
             record, key = key_service.create_key(
                 tenant=g.tenant, name=form.name.data, scope=form.scope.data, expires_in_days=days
             )
             record_change("key.created", record.id, name=record.name, scope=record.scope)
-        # Carried to the page that follows only (taken from the session there), so that
-        # reloading that page neither shows the key again nor creates another.
-        session[NEW_KEY] = {"id": record.id, "key": key}
-        return redirect(url_for("dashboard.api_keys"))
+        # Shown in this answer only: the key is never stored, and never shown again.
+        created = {"record": record, "key": key}
+        form = CreateKeyForm(formdata=None)
+        status = 201
+    elif request.method == "POST":
+        status = 422
     keys = key_service.list_keys(tenant=g.tenant)
-    created = session.pop(NEW_KEY, None) if request.method == "GET" else None
-    if created is not None:
-        created = {"record": next(k for k in keys if k.id == created["id"]), "key": created["key"]}
-    status = 422 if request.method == "POST" else 200
     response = make_response(
         render_template("dashboard/settings/api_keys.html", form=form, keys=keys, created=created),
         status,

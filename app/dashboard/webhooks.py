@@ -6,7 +6,7 @@ from flask import flash, g, redirect, render_template, request, url_for
 from marshmallow import ValidationError
 from werkzeug.datastructures import MultiDict
 
-from app.dashboard import bp, record_change, require_change
+from app.dashboard import ALREADY_SENT, bp, first_sending, record_change, require_change
 from app.dashboard.formdata import Errors, as_form, changed, flatten, load_form
 from app.db import database
 from app.errors import Conflict, ValidationFailed
@@ -41,6 +41,9 @@ def new_webhook():
     require_change()
     if request.method == "GET":
         return _new_webhook_page(MultiDict({"secret": webhook_service.new_secret()}), {})
+    if not first_sending():
+        flash(ALREADY_SENT, "info")
+        return redirect(url_for("dashboard.webhooks"))
     fields, errors = load_form(WebhookCreateSchema(), request.form)
     if not errors:
         try:

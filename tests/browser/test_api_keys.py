@@ -96,6 +96,18 @@ def test_the_key_is_shown_once_only(page, shot, signed_in):
     assert key not in page.content()
 
 
+def test_reloading_the_page_that_shows_the_key_creates_no_second_key(page, shot, signed_in, tenant):
+    signed_in("owner")
+    open_api_keys(page, shot)
+    key = create_key(page, shot, "production", "Full access", "Never")
+    page.reload()  # the browser sends the same form again
+    expect(page.get_by_role("status")).to_contain_text("This form was sent already")
+    shot("reloaded")
+    expect(page.get_by_label("New API key")).to_have_count(0)
+    assert key not in page.content()
+    assert [k.name for k in key_service.list_keys(tenant=tenant)] == ["production"]
+
+
 def test_a_viewer_sees_the_keys_but_neither_creates_nor_revokes(page, shot, signed_in, tenant):
     key_service.create_key(tenant=tenant, name="production")
     signed_in("viewer")

@@ -1,6 +1,7 @@
 """Dashboard tests through Flask's test client: users of each role, signed in."""
 
 import re
+import secrets
 
 import pytest
 from flask.testing import FlaskClient
@@ -67,7 +68,9 @@ def post(signed_in):
     """POST a dashboard form as the signed-in user, with the CSRF token of a page."""
 
     def post(path, data=None, token_from="/dashboard/"):
+        """A form as a browser sends it: its token, and an id of its own (form_id)."""
         token = csrf_token(signed_in.get(token_from))
-        return signed_in.post(path, data={**(data or {}), "csrf_token": token})
+        fields = {"form_id": secrets.token_urlsafe(16), **(data or {}), "csrf_token": token}
+        return signed_in.post(path, data=fields)
 
     return post

@@ -27,18 +27,16 @@ def shown_key(response) -> str:
 
 
 def new_key(signed_in, post, **fields) -> str:
-    """Create a key through the form; the key, as the page that follows shows it once."""
+    """Create a key through the form; the key, as its answer shows it once."""
     created = create_key(post, **fields)
-    assert created.status_code == 302 and created.headers["Location"] == KEYS
-    page = signed_in.get(KEYS)
-    assert page.headers["Cache-Control"] == "no-store"
-    return shown_key(page)
+    assert created.status_code == 201
+    assert created.headers["Cache-Control"] == "no-store"
+    return shown_key(created)
 
 
 def test_a_key_created_here_is_shown_once_and_works_in_the_api(signed_in, post):
     key = new_key(signed_in, post)
     assert signed_in.get("/api/v1/agents", headers={"x-api-key": key}).status_code == 200
-    # Reloading the page that showed it shows it no more, and creates nothing.
     again = signed_in.get(KEYS).get_data(True)
     assert key not in again and "production" in again and key[:12] in again
     assert ApiKey.select().count() == 1
@@ -189,3 +187,41 @@ def test_a_nul_in_any_settings_or_sign_in_field_is_refused_not_a_500(client, own
         post(team, {"email": "a@acme.test", "role": "viewer", "password": "x\x00" * 6}).status_code
         == 422
     )
+
+
+def test_a_creating_form_sent_twice_creates_once_and_shows_no_secret_again(
+    signed_in, agent_id, tenant
+):
+    """Reloading the page that answered a creating form sends the same form again."""
+    from app.models import Function, Webhook
+
+    forms = [
+        (KEYS, {"name": "production", "scope": "full", "expires": ""}, ApiKey),
+        (
+            "/dashboard/webhooks/new",
+            {"url": "http://127.0.0.1:9/in", "events": "call.ended", "secret": "s" * 20},
+            Webhook,
+        ),
+        (
+            f"/dashboard/agents/{agent_id}/functions",
+            {
+                "name": "lookup",
+                "description": "Looks up.",
+                "endpoint": "http://127.0.0.1:9/fn",
+                "method": "POST",
+                "parameters": '{"type": "object", "properties": {}}',
+            },
+            Function,
+        ),
+    ]
+    for path, fields, model in forms:
+        token = csrf_token(signed_in.get(KEYS))
+        data = {**fields, "csrf_token": token, "form_id": f"form-of-{model.__name__}"}
+        before = model.select().count()
+        first = signed_in.post(path, data=data)
+        assert first.status_code == 201, (path, first.status_code)
+        again = signed_in.post(path, data=data)
+        assert again.status_code == 302, path
+        page = signed_in.get(again.headers["Location"]).get_data(True)
+        assert "This form was sent already" in page
+        assert model.select().count() == before + 1, path
