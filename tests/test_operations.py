@@ -1,9 +1,11 @@
 """Running it for real: gunicorn with deploy/gunicorn.conf.py and the workers started with the
 systemd units' command lines, then health, metrics, logs, backups, pruning and upgrades."""
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -61,8 +63,10 @@ class Deployment:
 
     def run(self, name: str, *command: str) -> None:
         with open(self.tmp / f"{name}.log", "w") as log:
+            # A session of its own, so that stopping it stops every process it started
+            # (a worker's pool, gunicorn's workers), as systemd's control group does.
             self.processes[name] = subprocess.Popen(
-                command, cwd=ROOT, env=self.env, stdout=log, stderr=log
+                command, cwd=ROOT, env=self.env, stdout=log, stderr=log, start_new_session=True
             )
 
     def start(self) -> None:
@@ -93,7 +97,12 @@ class Deployment:
             try:
                 process.wait(15)
             except subprocess.TimeoutExpired:
-                process.kill()
+                pass
+            # Whatever is left of its group (a pool's worker that outlived its parent would
+            # take the next test's jobs from the same Redis database).
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
 
 
 @pytest.fixture
