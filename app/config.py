@@ -21,6 +21,11 @@ ALLOW_PRIVATE_URLS = False
 # Per-tenant rate limits (SPEC.md section 8). Counters live in Redis when REDIS_URL is set.
 RATELIMIT_ENABLED = True
 
+# Idempotency-Key: how long a key whose first request is still running stays held. Longer
+# than any request can take (gunicorn recycles a worker stuck for WEB_TIMEOUT, 30 s): past
+# it the request's process is taken for dead and a repeat may run the request again.
+IDEMPOTENCY_LEASE_SECONDS = 60
+
 # flask maintenance prune deletes delivery attempts and finished events older than this.
 RETENTION_DAYS = 30
 
