@@ -114,7 +114,14 @@ API_SPEC_OPTIONS = {
             "requests per minute, enterprise as agreed. Every authenticated tenant API response "
             "carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` "
             "(Unix seconds when the one-minute window ends); over the limit the answer is 429 "
-            "with `Retry-After` (seconds) and code `rate_limited`."
+            "with `Retry-After` (seconds) and code `rate_limited`.\n\n"
+            "**Retrying safely**: every POST takes an `Idempotency-Key` header (1–255 printable "
+            "ASCII characters, scoped to the tenant). A repeat of the same request (method, "
+            "path and body) with the same key within 24 hours changes nothing and gets the "
+            "first answer again, with `Idempotent-Replayed: true`; answers of 500 or more are "
+            "not stored. The same key with another request is 422 `idempotency_key_reused`; a "
+            "repeat while the first is still running is 409 `idempotency_in_progress`. GET, "
+            "PATCH and DELETE ignore the header."
         )
     }
 }
