@@ -32,7 +32,7 @@ VALID_KEY = re.compile(rf"[ -~]{{1,{MAX_KEY_LENGTH}}}")
 # The headers of an answer that are stored with it and sent again on a replay; the others
 # (X-Request-Id, the rate-limit headers) are the repeat's own.
 KEPT_HEADERS = ("Content-Type", "Location")
-TENANT_PATHS = "/api/v1/"
+TENANT_API_PREFIX = "/api/v1/"
 IN_PROGRESS = (
     "A request with the same Idempotency-Key is still running; error code idempotency_in_progress."
 )
@@ -222,7 +222,7 @@ class IdempotencyPlugin(BasePlugin):
         self, path: str | None = None, operations: dict | None = None, **kwargs: Any
     ) -> None:
         operation = (operations or {}).get("post")
-        if operation is None or not (path or "").startswith(TENANT_PATHS):
+        if operation is None or not (path or "").startswith(TENANT_API_PREFIX):
             return
         operation.setdefault("parameters", []).append(HEADER)
         responses = operation.setdefault("responses", {})
