@@ -12,6 +12,7 @@ from app import config as default_config
 from app.encoding import OrjsonProvider
 from app.extensions import api
 from app.resources.guards import refuse_oversized_head
+from app.resources.idempotency import IdempotencyPlugin
 from app.util import new_id
 
 TRUE_WORDS = {"1", "true", "yes", "on"}
@@ -75,7 +76,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.before_request(auth.authenticate_request)
     ratelimit.init_app(app)
     app.before_request(auth.authorize_request)
-    api.init_app(app)
+    # Documents Idempotency-Key on every POST of the tenant API.
+    api.init_app(app, spec_kwargs={"extra_plugins": [IdempotencyPlugin()]})
     errors.init_app(app)
     queue.init_app(app)
 

@@ -487,7 +487,8 @@ def db_backup(path: str) -> None:
 @click.option("--batch-size", type=click.IntRange(min=1), default=500, show_default=True)
 @user_errors
 def maintenance_prune(days: int | None, batch_size: int) -> None:
-    """Delete delivery attempts and finished events older than the retention."""
+    """Delete delivery attempts and finished events older than the retention, and
+    idempotency keys older than 24 hours."""
     if days is None:
         days = current_app.config["RETENTION_DAYS"]
     counts = maintenance.prune(older_than_days=days, batch_size=batch_size)
@@ -495,6 +496,7 @@ def maintenance_prune(days: int | None, batch_size: int) -> None:
         f"Deleted {counts['attempts']} delivery attempts, {counts['deliveries']} deliveries "
         f"and {counts['events']} events older than {days} days."
     )
+    click.echo(f"Deleted {counts['keys']} idempotency keys older than 24 hours.")
 
 
 @calls_cli.command("simulate")

@@ -21,6 +21,11 @@ ALLOW_PRIVATE_URLS = False
 # Per-tenant rate limits (SPEC.md section 8). Counters live in Redis when REDIS_URL is set.
 RATELIMIT_ENABLED = True
 
+# Idempotency-Key: how long a key whose first request is still running stays held. Longer
+# than any request can take (gunicorn recycles a worker stuck for WEB_TIMEOUT, 30 s): past
+# it the request's process is taken for dead and a repeat may run the request again.
+IDEMPOTENCY_LEASE_SECONDS = 60
+
 # flask maintenance prune deletes delivery attempts and finished events older than this.
 RETENTION_DAYS = 30
 
@@ -109,7 +114,14 @@ API_SPEC_OPTIONS = {
             "requests per minute, enterprise as agreed. Every authenticated tenant API response "
             "carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` "
             "(Unix seconds when the one-minute window ends); over the limit the answer is 429 "
-            "with `Retry-After` (seconds) and code `rate_limited`."
+            "with `Retry-After` (seconds) and code `rate_limited`.\n\n"
+            "**Retrying safely**: every POST takes an `Idempotency-Key` header (1–255 printable "
+            "ASCII characters, scoped to the tenant). A repeat of the same request (method, "
+            "path and body) with the same key within 24 hours changes nothing and gets the "
+            "first answer again, with `Idempotent-Replayed: true`; answers of 500 or more are "
+            "not stored. The same key with another request is 422 `idempotency_key_reused`; a "
+            "repeat while the first is still running is 409 `idempotency_in_progress`. GET, "
+            "PATCH and DELETE ignore the header."
         )
     }
 }

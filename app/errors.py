@@ -89,6 +89,18 @@ class Conflict(AppError):
     status, code = 409, "conflict"
 
 
+class IdempotencyInProgress(AppError):
+    """A repeat of a request, by its Idempotency-Key, while the first is still running."""
+
+    status, code = 409, "idempotency_in_progress"
+
+
+class IdempotencyKeyReused(AppError):
+    """An Idempotency-Key sent again with another method, path or body."""
+
+    status, code = 422, "idempotency_key_reused"
+
+
 class URITooLong(AppError):
     status, code = 414, "uri_too_long"
 

@@ -26,7 +26,7 @@ from urllib3.util import parse_url
 
 from app import create_app, db
 from app.extensions import api
-from app.models import Agent, ApiKey, Call, Delivery, Function, Webhook
+from app.models import Agent, ApiKey, Call, Delivery, Function, IdempotencyKey, Webhook
 from app.resources.functions.schemas import NAME
 from app.services import billing
 from app.services import calls as call_service
@@ -63,8 +63,11 @@ class World:
         self.ensure()
 
     def ensure(self) -> None:
-        """Recreate whatever the previous case deleted, ended or used up."""
+        """Recreate whatever the previous case deleted, ended or used up, and free every
+        Idempotency-Key: a generated key is a new request's (reuse and replay have tests of
+        their own, tests/resources/test_idempotency.py)."""
         tenant = self.tenant
+        IdempotencyKey.delete().execute()
         agent = Agent.get_or_none(
             (Agent.id == self.ids.get("agent_id")) & Agent.deleted_at.is_null()
         )

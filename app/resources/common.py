@@ -8,6 +8,7 @@ from flask_smorest import Blueprint
 
 from app.auth import READ_METHODS, require_api_key, require_runtime_token, require_scope
 from app.errors import AppError
+from app.resources import idempotency
 from app.resources.fields import MAX_INT32
 from app.resources.guards import ArgumentsParser, refuse_nul_characters
 from app.services.pages import COUNT_LIMIT
@@ -103,6 +104,14 @@ class TenantBlueprint(GuardedBlueprint):
     SECURITY_SCHEME = "ApiKeyAuth"
     GUARD_ERRORS = ((401, "UNAUTHORIZED"), (429, "RATE_LIMITED"))
     WRITE_GUARD_ERRORS = ((403, "INSUFFICIENT_SCOPE"),)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Every POST takes an Idempotency-Key: after the input guards, so a request they
+        # refuse takes no key (idempotency.IdempotencyPlugin documents it on every POST).
+        self.before_request(idempotency.begin_request)
+        self.after_request(idempotency.finish_request)
+        self.teardown_request(idempotency.abandon_request)
 
     def _prepare_guard_doc(
         self, doc: dict[str, Any], doc_info: dict[str, Any], **kwargs: Any

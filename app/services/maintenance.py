@@ -1,4 +1,5 @@
-"""Data care: consistent SQLite backups and pruning of old delivery logs and events."""
+"""Data care: consistent SQLite backups, and pruning of old delivery logs, events and
+idempotency keys."""
 
 import sqlite3
 from datetime import timedelta
@@ -6,7 +7,8 @@ from pathlib import Path
 
 from app.db import database, is_sqlite
 from app.errors import ValidationFailed
-from app.models import Delivery, DeliveryAttempt, Event
+from app.models import Delivery, DeliveryAttempt, Event, IdempotencyKey
+from app.services import idempotency
 from app.util import utcnow
 
 
@@ -62,7 +64,8 @@ def _delete_in_batches(model, ids_query, batch_size: int) -> int:
 
 def prune(*, older_than_days: int, batch_size: int = 500) -> dict[str, int]:
     """Delete delivery attempts, and events with their finished deliveries, older than the
-    retention. Calls, credits and function-call records are kept."""
+    retention, and idempotency keys older than the 24 hours they hold. Calls, credits and
+    function-call records are kept."""
     if older_than_days < 1:
         raise ValidationFailed("Keep at least 1 day.")
     cutoff = utcnow() - timedelta(days=older_than_days)
@@ -79,4 +82,10 @@ def prune(*, older_than_days: int, batch_size: int = 500) -> dict[str, int]:
         Delivery, Delivery.select(Delivery.id).where(Delivery.event.in_(old_events)), batch_size
     )
     events = _delete_in_batches(Event, old_events, batch_size)
-    return {"attempts": attempts, "deliveries": deliveries, "events": events}
+    keys_cutoff = utcnow() - idempotency.KEEP_FOR
+    keys = _delete_in_batches(
+        IdempotencyKey,
+        IdempotencyKey.select(IdempotencyKey.id).where(IdempotencyKey.created_at < keys_cutoff),
+        batch_size,
+    )
+    return {"attempts": attempts, "deliveries": deliveries, "events": events, "keys": keys}

@@ -4,8 +4,8 @@ from datetime import timedelta
 
 import pytest
 
-from app.models import Delivery, DeliveryAttempt, Event, Webhook
-from app.services import maintenance
+from app.models import Delivery, DeliveryAttempt, Event, IdempotencyKey, Webhook
+from app.services import idempotency, maintenance
 from app.util import new_id, utcnow
 
 sqlite_only = pytest.mark.sqlite_only
@@ -81,3 +81,29 @@ def test_prune_respects_days_option(runner, tenant):
 def test_prune_rejects_zero_days():
     with pytest.raises(Exception, match="at least 1 day"):
         maintenance.prune(older_than_days=0)
+
+
+def test_prune_deletes_idempotency_keys_older_than_24_hours(runner, tenant, other_tenant):
+    now = utcnow()
+    ages = {"old": timedelta(hours=24, minutes=1), "older": timedelta(days=3),
+            "stale": timedelta(days=2), "recent": timedelta(hours=23, minutes=59)}  # fmt: skip
+    for key, age in ages.items():
+        for owner in (tenant, other_tenant):
+            IdempotencyKey.create(
+                id=new_id("idem"),
+                tenant=owner,
+                key=key,
+                fingerprint="f" * 64,
+                # "stale": still running, its process long dead
+                state="running" if key == "stale" else "done",
+                status_code=None if key == "stale" else 201,
+                body=None if key == "stale" else "{}",
+                created_at=now - age,
+            )
+    result = runner.invoke(args=["maintenance", "prune", "--batch-size", "2"])
+    assert result.exit_code == 0, result.output
+    assert "Deleted 6 idempotency keys older than 24 hours." in result.output
+    assert sorted(key.key for key in IdempotencyKey.select()) == ["recent", "recent"]
+    # The days option is for events and delivery logs: keys always go after 24 hours.
+    assert idempotency.KEEP_FOR == timedelta(hours=24)
+    assert maintenance.prune(older_than_days=30)["keys"] == 0
