@@ -297,8 +297,9 @@ class FunctionTestResultSchema(Schema):
         data_key="durationMs",
         required=True,
         metadata={
-            "description": "Milliseconds from this request's arrival to its answer: what a live "
-            "call would have waited (queueing, connecting and the endpoint's answer)."
+            "description": "Milliseconds the test took, from checking the parameters to the "
+            "answer: what a live call would have waited (queueing, connecting and the "
+            "endpoint's answer)."
         },
     )
     budget_ms = fields.Integer(
