@@ -266,3 +266,15 @@ def test_the_shortest_wait_outlasts_the_late_job_check():
     shortest_wait = MIN_TIMEOUT_MS / 1000 + function_calls.WAIT_MARGIN_S
     assert function_calls.LATE_AFTER_S < shortest_wait
     assert function_calls.WAIT_MARGIN_S < function_calls.ANSWER_MARGIN_S
+
+
+def test_a_test_repeated_with_its_idempotency_key_is_answered_again_unsent(
+    client, headers, agent_id, endpoint
+):
+    define(client, headers, agent_id, endpoint.url + "/orders")
+    keyed = {**headers, "Idempotency-Key": "test-1"}
+    first = run_test(client, keyed, agent_id, parameters={"orderId": "A"})
+    again = run_test(client, keyed, agent_id, parameters={"orderId": "A"})
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert again.json == first.json
+    assert len(endpoint.requests) == 1
