@@ -1,11 +1,12 @@
 """The worker: RQ workers for function calls and webhook deliveries, and the delivery sweeper.
 
-`python worker.py` serves both queues; `python worker.py functions` and
+`python worker.py` serves both kinds of work; `python worker.py functions` and
 `python worker.py webhooks` split them (deploy/systemd/voiceagent-worker@.service runs one of
 each). Each queue has a pool of RQ workers of its own (RQ's WorkerPool of SimpleWorkers,
 which run jobs in their own process without a fork per job): FUNCTION_WORKERS make that many
-function calls at once and never wait behind deliveries, and WEBHOOK_WORKERS send that many
-deliveries at once, so one slow receiver does not hold up the others. The main process
+function calls at once and never wait behind deliveries or function tests (the
+function_tests queue, served by FUNCTION_TEST_WORKERS beside them), and WEBHOOK_WORKERS send
+that many deliveries at once, so one slow receiver does not hold up the others. The main process
 builds the app once, starts a process per pool and, when it serves webhooks, sweeps due
 deliveries every SWEEP_INTERVAL seconds. SIGTERM or SIGINT stops it once the jobs in hand
 are done.
@@ -29,7 +30,11 @@ from app import create_app, jobs
 from app.queue import redis_connection
 
 QUEUES = ["functions", "webhooks"]
-POOL_SIZES = {"functions": "FUNCTION_WORKERS", "webhooks": "WEBHOOK_WORKERS"}
+# The pools each of those runs: an RQ queue, and the setting that says how many workers.
+POOLS = {
+    "functions": (("functions", "FUNCTION_WORKERS"), ("function_tests", "FUNCTION_TEST_WORKERS")),
+    "webhooks": (("webhooks", "WEBHOOK_WORKERS"),),
+}
 
 log = logging.getLogger("worker")
 
@@ -54,7 +59,7 @@ def yield_cpu_to_calls(niceness: int) -> None:
         log.info("webhooks workers running at niceness +%d", niceness)
 
 
-def serve(app: Flask, queue_name: str, lower_priority: bool) -> None:
+def serve(app: Flask, queue_name: str, size_setting: str, lower_priority: bool) -> None:
     """A pool of RQ workers on one queue, until it is asked to stop (in its own process)."""
     with app.app_context():
         if lower_priority:
@@ -62,7 +67,7 @@ def serve(app: Flask, queue_name: str, lower_priority: bool) -> None:
         pool = WorkerPool(
             [queue_name],
             connection=redis_connection(),
-            num_workers=app.config[POOL_SIZES[queue_name]],
+            num_workers=app.config[size_setting],
             worker_class=SimpleWorker,
         )
         pool.start(logging_level=app.config["LOG_LEVEL"])
@@ -94,10 +99,11 @@ def main(argv: list[str]) -> None:
         pools = [
             fork.Process(
                 target=serve,
-                args=(app, name, name == "webhooks" and len(queues) > 1),
-                name=f"{name} workers",
+                args=(app, queue_name, size_setting, name == "webhooks" and len(queues) > 1),
+                name=f"{queue_name} workers",
             )
             for name in queues
+            for queue_name, size_setting in POOLS[name]
         ]
         for pool in pools:
             pool.start()

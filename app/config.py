@@ -51,9 +51,12 @@ WEBHOOK_RETRY_SCALE = 1.0
 SWEEP_INTERVAL = 5.0
 
 # RQ workers of worker.py for each queue: how many function calls it makes at once (each
-# waits at most 5 s for the tenant's endpoint), and how many deliveries it sends at once (so
-# a slow receiver holds up one of them, not every tenant's events).
+# waits at most the function's timeoutMs, 5 s at most, for the tenant's endpoint), how many
+# function tests (POST /agents/:id/functions/:name/test: on a queue and workers of their own,
+# so a test never takes a worker a live call waits for), and how many deliveries it sends at
+# once (so a slow receiver holds up one of them, not every tenant's events).
 FUNCTION_WORKERS = 8
+FUNCTION_TEST_WORKERS = 2
 WEBHOOK_WORKERS = 4
 
 # A worker serving only the webhooks queue lowers its CPU priority by this much (nice), so on

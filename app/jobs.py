@@ -22,6 +22,13 @@ def invoke_function(invocation: dict[str, Any]) -> dict[str, Any]:
         return function_calls.run(function_calls.Invocation(**invocation)).as_dict()
 
 
+def run_function_test(invocation: dict[str, Any]) -> dict[str, Any]:
+    """Call the tenant's endpoint once for a function test, recording nothing; the outcome
+    and the endpoint's HTTP status."""
+    with database.connection_context():
+        return function_calls.run_test_job(function_calls.Invocation(**invocation))
+
+
 def sweep() -> int:
     """The periodic upkeep: enqueue every due delivery that no job holds (how many were
     enqueued), and release the credit holds of calls that never ended."""

@@ -246,6 +246,9 @@ class Function(BaseModel):
     method = pw.CharField(max_length=8, default="POST")
     parameters = JSONField()
     signing_secret = pw.CharField(max_length=256)
+    # The endpoint's budget in live calls and tests (500–5000); the database has the default
+    # too, for rows written by code from before it (migration 009).
+    timeout_ms = pw.IntegerField(default=5000, constraints=[pw.SQL("DEFAULT 5000")])
     created_at = pw.DateTimeField(default=utcnow)
     updated_at = pw.DateTimeField(default=utcnow)
 

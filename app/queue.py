@@ -5,11 +5,12 @@ enqueues it once that transaction commits (peewee's after_commit), so a job neve
 uncommitted rows and a rolled-back change sends nothing. The database row stays the truth;
 a lost enqueue is picked up again by the delivery sweeper.
 
-Two RQ queues: `functions` (a caller waits on the line for each job's return value) and
-`webhooks`. Inline mode (no Redis) runs the same job functions in the process that enqueues
-them: a webhooks job enqueued during an HTTP request goes to one background thread of the
-web process, so the response never waits on a slow receiver, and that thread also sweeps,
-which is how retries happen; anything else runs at once in the calling thread.
+Three RQ queues: `functions` (a caller waits on the line for each job's return value),
+`function_tests` (the same for function tests, served apart so that they never hold up a
+call) and `webhooks`. Inline mode (no Redis) runs the same job functions in the process that
+enqueues them: a webhooks job enqueued during an HTTP request goes to one background thread
+of the web process, so the response never waits on a slow receiver, and that thread also
+sweeps, which is how retries happen; anything else runs at once in the calling thread.
 """
 
 import logging
@@ -30,12 +31,13 @@ from app.db import database
 
 log = logging.getLogger(__name__)
 
-# How RQ keeps each queue's jobs. A function call's job is dropped when no worker took it
-# within `ttl` (its caller gave up long before) and its result is read once, at once; a
-# delivery's job is kept only briefly (the delivery row is the record: RQ deleting a
+# How RQ keeps each queue's jobs. A function call's (or test's) job is dropped when no worker
+# took it within `ttl` (its caller gave up long before) and its result is read once, at once;
+# a delivery's job is kept only briefly (the delivery row is the record: RQ deleting a
 # finished job at once costs it more than letting it expire).
 JOB_OPTIONS: dict[str, dict[str, Any]] = {
     "functions": {"timeout": 30, "ttl": 30, "result_ttl": 60, "failure_ttl": 600},
+    "function_tests": {"timeout": 30, "ttl": 30, "result_ttl": 60, "failure_ttl": 600},
     "webhooks": {"timeout": 120, "result_ttl": 10, "failure_ttl": 24 * 3600},
 }
 WAITING = (JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED)

@@ -98,6 +98,8 @@ WRITES = [
     ("DELETE", "/agents/{agent}", None),
     ("POST", "/phone-numbers/{number}/assign-agent", {"agentId": None}),
     ("POST", "/agents/{agent}/functions", {"name": "other"}),
+    ("PATCH", "/agents/{agent}/functions/{fn}", {"timeoutMs": 500}),
+    ("POST", "/agents/{agent}/functions/{fn}/test", {"parameters": {}}),
     ("DELETE", "/agents/{agent}/functions/{fn}", None),
     ("POST", "/webhooks", {"url": "http://127.0.0.1:9/x", "events": ["call.ended"]}),
     ("PATCH", "/webhooks/{webhook}", {"isActive": False}),

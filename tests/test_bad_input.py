@@ -18,6 +18,8 @@ BODY_ROUTES = [
     ("POST", "/api/v1/agents"),
     ("PATCH", "/api/v1/agents/agent_x"),
     ("POST", "/api/v1/agents/agent_x/functions"),
+    ("PATCH", "/api/v1/agents/agent_x/functions/fn_x"),
+    ("POST", "/api/v1/agents/agent_x/functions/fn_x/test"),
     ("POST", "/api/v1/phone-numbers/pn_x/assign-agent"),
     ("POST", "/api/v1/webhooks"),
     ("PATCH", "/api/v1/webhooks/wh_x"),
@@ -54,7 +56,7 @@ def test_body_routes_are_all_listed(client):
         if "requestBody" in operation
     }
     placeholders = {"agent_x": "{agent_id}", "pn_x": "{number_id}", "wh_x": "{webhook_id}"}
-    placeholders["call_x"] = "{call_id}"
+    placeholders |= {"call_x": "{call_id}", "fn_x": "{name}"}
     listed = set()
     for method, path in BODY_ROUTES:
         for example, placeholder in placeholders.items():

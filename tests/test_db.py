@@ -1,14 +1,18 @@
 """Storage: migrations from empty, SQLite settings, PostgreSQL when configured."""
 
+import os
 import sqlite3
 import time
+import uuid
+from contextlib import contextmanager
 
 import peewee
 import pytest
+from playhouse.db_url import connect
 
 from app import db
 from app.models import ALL_MODELS, JSONField
-from tests.conftest import using_postgres
+from tests.conftest import TEST_DATABASE_URL, using_postgres
 
 
 def test_migrations_create_every_table_from_empty(tmp_path):
@@ -21,6 +25,7 @@ def test_migrations_create_every_table_from_empty(tmp_path):
         "005_users",
         "006_event_call_id",
         "008_idempotency_keys",
+        "009_function_timeout",
     ]
     tables = set(database.get_tables())
     assert {model._meta.table_name for model in ALL_MODELS} <= tables
@@ -57,10 +62,71 @@ def test_the_call_id_migration_fills_in_the_events_already_kept(tmp_path):
             "VALUES (?, 'ten_1', ?, ?, '2026-01-01')",
             (event_id, type, data),
         )
-    assert db.upgrade(database)[0] == "006_event_call_id"
+    assert db.migration_router(database).run("006_event_call_id") == ["006_event_call_id"]
     rows = database.execute_sql("SELECT id, call_id FROM event ORDER BY id").fetchall()
     assert rows == [("evt_1", "call_1"), ("evt_2", "call_1"), ("evt_3", "call_2"), ("evt_4", None)]
     database.close()
+
+
+@contextmanager
+def empty_database(tmp_path):
+    """An empty database of the run's kind: a SQLite file, or a PostgreSQL database of its
+    own (dropped after)."""
+    if not using_postgres():
+        database = db.make_database(f"sqlite:///{tmp_path / 'empty.db'}")
+        yield database
+        db.close_all(database)
+        return
+    name = f"va_empty_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    admin = connect(TEST_DATABASE_URL)
+    admin.execute_sql(f'CREATE DATABASE "{name}"')
+    database = db.make_database(TEST_DATABASE_URL.rsplit("/", 1)[0] + "/" + name)
+    try:
+        yield database
+    finally:
+        db.close_all(database)
+        admin.execute_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+FUNCTION_COLUMNS = (
+    "id, tenant_id, agent_id, name, description, endpoint, method, parameters, signing_secret, "
+    "created_at, updated_at"
+)
+
+
+def insert_function(database, function_id: str) -> None:
+    """A function row as the code before timeoutMs wrote it (no timeout_ms column named)."""
+    database.execute_sql(
+        f"INSERT INTO function ({FUNCTION_COLUMNS}) VALUES "
+        f"('{function_id}', 'ten_1', 'agent_1', '{function_id}', 'd', 'https://x.example/f', "
+        "'POST', '{}', 'secret', '2026-01-01', '2026-01-01')"
+    )
+
+
+def test_function_timeouts_default_to_5000_ms_before_and_after_the_migration(tmp_path):
+    """Functions kept from before get 5000, and so does a row written by code from before
+    (a host not yet updated): the default is the database's own."""
+    with empty_database(tmp_path) as database:
+        db.migration_router(database).run("006_event_call_id")
+        database.execute_sql(
+            "INSERT INTO tenant (id, name, plan, low_balance_threshold, balance_minutes, "
+            "lifetime_purchased_minutes, lifetime_used_minutes, reserved_minutes, calls_count, "
+            "created_at) VALUES ('ten_1', 'acme', 'starter', 10, 0, 0, 0, 0, 0, '2026-01-01')"
+        )
+        database.execute_sql(
+            "INSERT INTO agent (id, tenant_id, name, system_prompt, voice_id, greeting_text, "
+            "language, max_call_duration_minutes, tools_enabled, is_active, created_at, "
+            "updated_at) VALUES ('agent_1', 'ten_1', 'A', 'p', 'Puck', '', 'id', 10, '[]', "
+            "true, '2026-01-01', '2026-01-01')"
+        )
+        insert_function(database, "fn_kept")
+        assert db.migration_router(database).run("009_function_timeout")[-1] == (
+            "009_function_timeout"
+        )
+        insert_function(database, "fn_old_code")
+        rows = database.execute_sql("SELECT id, timeout_ms FROM function ORDER BY id").fetchall()
+        assert [tuple(row) for row in rows] == [("fn_kept", 5000), ("fn_old_code", 5000)]
 
 
 @pytest.mark.sqlite_only

@@ -10,11 +10,11 @@ from redis import Redis
 
 from app import queue
 from app.db import database
-from app.models import Delivery, FunctionInvocation
+from app.models import Delivery, Event, FunctionInvocation
 from app.services import events
 from tests.call_flow import answer, start
 from tests.receiver import Answer, Receiver
-from tests.runtime.test_function_calls import define, echo, invoke
+from tests.runtime.test_function_calls import SECRET, define, echo, invoke
 from tests.workers import (
     ThrowawayRedis,
     rq_config,
@@ -75,6 +75,107 @@ def test_slow_endpoint_times_out_through_the_worker(
     assert response.json["error"]["code"] == "function_timeout"
     assert len(endpoint.requests) == 1
     assert recorded().error_code == "function_timeout"
+
+
+def test_a_live_call_keeps_to_its_functions_timeout_through_the_worker(
+    client, headers, runtime_headers, agent_id, call_id, endpoint, workers, redis_client
+):
+    start_worker(workers, redis_client, ("functions",))
+    define(client, headers, agent_id, endpoint.url + "/sleep", timeout_ms=500)
+    started = time.monotonic()
+    response = invoke(client, runtime_headers, call_id, orderId="A")
+    elapsed = time.monotonic() - started
+    assert response.json["error"] == {
+        "code": "function_timeout",
+        "message": "The function did not answer within 0.5 s.",
+    }
+    assert elapsed < 0.5 + 0.5
+    assert 450 <= recorded().latency_ms <= 1000
+    assert len(endpoint.requests) == 1
+
+
+def run_function_test(client, headers, agent_id, **parameters):
+    """POST the test of lookup_order; its report and how long the request took."""
+    started = time.monotonic()
+    response = client.post(
+        f"/api/v1/agents/{agent_id}/functions/lookup_order/test",
+        json={"parameters": parameters},
+        headers=headers,
+    )
+    assert response.status_code == 200, response.get_data(as_text=True)
+    report = response.json
+    assert report["durationMs"] <= report["budgetMs"] + 500
+    return report, time.monotonic() - started
+
+
+def test_a_function_test_runs_on_its_own_workers_and_records_nothing(
+    client, headers, agent_id, endpoint, workers, redis_client
+):
+    import hashlib
+    import hmac
+
+    start_worker(workers, redis_client, ("functions",))
+    define(client, headers, agent_id, endpoint.url + "/orders")
+    report, _ = run_function_test(client, headers, agent_id, orderId="A-17")
+    [request] = endpoint.requests
+    assert request.json() == {
+        "callId": "call_test",
+        "functionName": "lookup_order",
+        "parameters": {"orderId": "A-17"},
+    }
+    expected = hmac.new(SECRET.encode(), request.body, hashlib.sha256).hexdigest()
+    assert request.headers["X-Service-Signature"] == f"sha256={expected}"
+    assert (report["ok"], report["statusCode"]) == (True, 200)
+    assert report["result"]["status"] == "shipped"
+    assert not FunctionInvocation.select().exists()
+    assert not Event.select().where(Event.type == "function.called").exists()
+
+
+@pytest.mark.parametrize("timeout_ms", [500, 5000])
+def test_a_function_test_of_a_slow_endpoint_times_out_through_the_worker(
+    client, headers, agent_id, endpoint, workers, redis_client, timeout_ms
+):
+    start_worker(workers, redis_client, ("functions",))
+    define(client, headers, agent_id, endpoint.url + "/sleep", timeout_ms=timeout_ms)
+    report, elapsed = run_function_test(client, headers, agent_id, orderId="A")
+    assert report["error"]["code"] == "function_timeout"
+    assert (report["statusCode"], report["budgetMs"]) == (None, timeout_ms)
+    assert timeout_ms - 50 <= report["durationMs"] <= timeout_ms + 500
+    assert elapsed < timeout_ms / 1000 + 0.5
+    assert len(endpoint.requests) == 1
+
+
+def test_a_function_test_nobody_runs_is_a_timeout_and_never_a_late_request(
+    client, headers, agent_id, endpoint, workers, redis_client
+):
+    define(client, headers, agent_id, endpoint.url + "/orders", timeout_ms=500)
+    report, elapsed = run_function_test(client, headers, agent_id, orderId="A")
+    assert report["error"]["code"] == "function_timeout" and elapsed < 1.0
+    start_worker(workers, redis_client, ("functions",))
+    wait_until(lambda: not queue.depth(redis_client, "function_tests"), 10, "still queued")
+    time.sleep(0.3)
+    assert endpoint.requests == []  # the job found its budget spent and sent nothing
+
+
+def test_function_tests_never_hold_up_live_calls(
+    app, client, headers, runtime_headers, agent_id, call_id, endpoint, workers, redis_client
+):
+    """Every test worker busy with a slow endpoint: a live call still finds a worker."""
+    start_worker(workers, redis_client, ("functions",))
+    define(client, headers, agent_id, endpoint.url + "/sleep")
+    define(client, headers, agent_id, endpoint.url + "/orders", name="quick")
+    busy = app.config["FUNCTION_TEST_WORKERS"] + 1
+    with ThreadPoolExecutor(busy) as pool:
+        tests = [
+            pool.submit(run_function_test, app.test_client(), headers, agent_id, orderId="A")
+            for _ in range(busy)
+        ]
+        endpoint.wait_for(app.config["FUNCTION_TEST_WORKERS"])
+        response = invoke(client, runtime_headers, call_id, name="quick", orderId="A")
+        assert response.json["result"]["status"] == "shipped"
+        assert not any(test.done() for test in tests)  # still waiting for the slow endpoint
+        reports = [test.result()[0] for test in tests]
+    assert {report["error"]["code"] for report in reports} == {"function_timeout"}
 
 
 def test_without_a_worker_the_runtime_still_gets_an_answer_and_the_endpoint_no_late_call(

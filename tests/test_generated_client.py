@@ -184,6 +184,24 @@ def run_functions(sdk, client, agent):
     (function,) = parsed(listing, 200).functions
     assert function.parameters.required == ["orderId"]
     assert function.parameters.properties["orderId"].type_.value == "string"
+    assert function.timeout_ms == 5000
+    update = operation("functions", "update_function").sync_detailed(
+        agent.id, function.name, client=client, body=models.FunctionUpdate(timeout_ms=500)
+    )
+    updated = parsed(update, 200)
+    assert updated.timeout_ms == 500 and changed(function, updated) == {"timeoutMs"}
+    test = operation("functions", "test_function")
+    refused = test.sync_detailed(agent.id, function.name, client=client, body=models.FunctionTest())
+    report = parsed(refused, 200)
+    assert (report.ok, report.status_code, report.budget_ms) == (False, None, 500)
+    assert report.error.code == "invalid_parameters"
+    # No worker serves function tests here: the answer is a timeout, within the budget.
+    values = models.FunctionTestParameters.from_dict({"orderId": "A-17"})
+    waited = test.sync_detailed(
+        agent.id, function.name, client=client, body=models.FunctionTest(parameters=values)
+    )
+    report = parsed(waited, 200)
+    assert report.error.code == "function_timeout" and report.duration_ms <= 500 + 500
     delete = operation("functions", "delete_function")
     assert parsed(delete.sync_detailed(agent.id, function.name, client=client), 204) is None
     listing = operation("functions", "list_functions").sync_detailed(agent.id, client=client)

@@ -33,7 +33,8 @@ def make_delivery(ctx):
 FUNCTION = {
     "name": "lookup_order",
     "description": "Look up an order.",
-    "endpoint": "https://example.com/orders",
+    # Nothing listens there: the owner's test of it is refused at once.
+    "endpoint": "http://127.0.0.1:9/orders",
     "parameters": {"type": "object", "properties": {}},
 }
 
@@ -74,6 +75,8 @@ FACTORIES = {
 BODIES = {
     ("PATCH", "/api/v1/agents/<agent_id>"): {"name": "Taken over", "isActive": False},
     ("POST", "/api/v1/agents/<agent_id>/functions"): {**FUNCTION, "name": "other"},
+    ("PATCH", "/api/v1/agents/<agent_id>/functions/<name>"): {"timeoutMs": 600},
+    ("POST", "/api/v1/agents/<agent_id>/functions/<name>/test"): {"parameters": {}},
     ("POST", "/api/v1/phone-numbers/<number_id>/assign-agent"): {"agentId": None},
     ("PATCH", "/api/v1/webhooks/<webhook_id>"): {"isActive": False},
 }
@@ -131,7 +134,7 @@ def test_other_tenant_gets_404_and_changes_nothing(
             owner = client.open(path, method=method, json=body, headers=headers)
             assert owner.status_code in (200, 201), f"{method} {path}: {owner.status_code}"
         checked.append(f"{method} {rule.rule}")
-    assert len(checked) == 14, checked  # every tenant route and verb taking an id
+    assert len(checked) == 16, checked  # every tenant route and verb taking an id
 
 
 def test_lists_show_nothing_of_another_tenant(app, client, tenant, agent_id, other_headers):

@@ -250,7 +250,7 @@ def test_update_schemas_carry_no_defaults(client):
         if method == "patch"
     ]
     names = reachable(document, updates)
-    assert {"AgentUpdate", "WebhookUpdate"} <= names
+    assert {"AgentUpdate", "WebhookUpdate", "FunctionUpdate"} <= names
     for name in names:
         properties = document["components"]["schemas"][name].get("properties", {})
         assert [field for field, prop in properties.items() if "default" in prop] == [], name
@@ -269,6 +269,8 @@ NAMED_OPERATIONS = {
     ("get", "/api/v1/credits"): "getCredits",
     ("get", "/api/v1/credits/transactions"): "listCreditTransactions",
     ("post", "/api/v1/webhooks"): "createWebhook",
+    ("patch", "/api/v1/agents/{agent_id}/functions/{name}"): "updateFunction",
+    ("post", "/api/v1/agents/{agent_id}/functions/{name}/test"): "testFunction",
     ("post", "/internal/v1/calls"): "startCall",
 }
 
@@ -350,6 +352,14 @@ def test_minimal_records_answer_as_their_response_schemas(client, headers, tenan
     }
     call("post", functions, function, agent_id=agent_id)
     call("get", functions, agent_id=agent_id)
+    function_path = functions + "/{name}"
+    call("patch", function_path, {"timeoutMs": 500}, agent_id=agent_id, name="lookup")
+    tested = call("post", function_path + "/test", {}, agent_id=agent_id, name="lookup")
+    assert tested["error"]["code"] == "function_unreachable"
+    tested = call(
+        "post", function_path + "/test", {"parameters": {"x": 1}}, agent_id=agent_id, name="lookup"
+    )
+    assert tested["error"]["code"] == "invalid_parameters"
     webhook = {"url": "http://127.0.0.1:9/in", "events": ["call.ended"], "secret": "s" * 16}
     webhook_id = call("post", "/api/v1/webhooks", webhook)["id"]
     call("get", "/api/v1/webhooks")

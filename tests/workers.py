@@ -87,7 +87,11 @@ class ThrowawayRedis:
             self.process.wait(10)
 
 
-POOL_SIZES = {"functions": "FUNCTION_WORKERS", "webhooks": "WEBHOOK_WORKERS"}
+POOL_SIZES = {
+    "functions": "FUNCTION_WORKERS",
+    "function_tests": "FUNCTION_TEST_WORKERS",
+    "webhooks": "WEBHOOK_WORKERS",
+}
 
 
 def wait_for_worker(workers, redis_client, queues, timeout: float = 20) -> None:

@@ -1,5 +1,7 @@
-"""Agents: list, create, edit and delete, and each agent's functions."""
+"""Agents: list, create, edit and delete, and each agent's functions (add, edit, test,
+delete)."""
 
+import json
 from collections import defaultdict
 from typing import Any
 
@@ -10,15 +12,22 @@ from app.dashboard import ALREADY_SENT, bp, first_sending, record_change, requir
 from app.dashboard.formdata import Errors, as_form, changed, load_form
 from app.db import database
 from app.errors import Conflict, ValidationFailed
-from app.models import Agent
+from app.models import Agent, Function
 from app.resources.agents.schemas import (
     VOICES,
     AgentCreateSchema,
     AgentSchema,
     AgentUpdateSchema,
 )
-from app.resources.functions.schemas import METHODS, FunctionCreateSchema
+from app.resources.functions.schemas import (
+    METHODS,
+    FunctionCreateSchema,
+    FunctionSchema,
+    FunctionTestSchema,
+    FunctionUpdateSchema,
+)
 from app.services import agents as agent_service
+from app.services import function_calls
 from app.services import functions as function_service
 from app.services import phone_numbers as number_service
 
@@ -28,8 +37,11 @@ NEW_FUNCTION = MultiDict(
     {
         "method": "POST",
         "parameters": '{\n  "type": "object",\n  "properties": {},\n  "required": []\n}',
+        "timeoutMs": str(function_service.DEFAULT_TIMEOUT_MS),
     }
 )
+# The function form: every field the API lets a PATCH change.
+FUNCTION_FORM_FIELDS = tuple(FunctionUpdateSchema().load_fields)
 
 
 def _form_of(agent: Agent) -> MultiDict:
@@ -188,3 +200,95 @@ def delete_function(agent_id: str, name: str):
         record_change("function.deleted", function.id, agentId=agent.id)
     flash(f"Function {function.name} deleted.", "success")
     return redirect(url_for("dashboard.agent", agent_id=agent.id))
+
+
+def _function_of(agent_id: str, name: str) -> tuple[Agent, Function]:
+    agent = agent_service.get_agent(tenant=g.tenant, agent_id=agent_id)
+    return agent, function_service.get_function(agent=agent, name=name)
+
+
+@bp.route("/agents/<agent_id>/functions/<name>", methods=["GET", "POST"])
+def function_settings(agent_id: str, name: str):
+    agent, function = _function_of(agent_id, name)
+    if request.method == "GET":
+        return _function_page(agent, function)
+    fields, errors = load_form(FunctionUpdateSchema(), request.form)
+    changes = changed(function, fields)
+    if not errors and changes:
+        try:
+            function_service.update_function(
+                tenant=g.tenant, agent_id=agent.id, name=function.name, **changes
+            )
+        except ValidationFailed as exc:  # the URL rules
+            errors = {key: list(messages) for key, messages in exc.details.items()}
+        else:
+            # After the service's own transaction, as when a function is added.
+            record_change("function.updated", function.id, agentId=agent.id, fields=sorted(changes))
+            flash(f"Function {function.name} saved.", "success")
+            return redirect(
+                url_for("dashboard.function_settings", agent_id=agent.id, name=function.name)
+            )
+    if errors:
+        return _function_page(agent, function, values=request.form, errors=errors), 422
+    flash("Nothing to save: no field was changed.", "info")
+    return redirect(url_for("dashboard.function_settings", agent_id=agent.id, name=function.name))
+
+
+def _function_page(
+    agent: Agent,
+    function: Function,
+    *,
+    values: MultiDict | None = None,
+    errors: Errors | None = None,
+) -> str:
+    if values is None:
+        values = as_form(FunctionSchema(only=FUNCTION_FORM_FIELDS).dump(function))
+    return render_template(
+        "dashboard/agents/function.html",
+        agent=agent,
+        function=function,
+        values=values,
+        errors=errors or {},
+        methods=METHODS,
+    )
+
+
+@bp.route("/agents/<agent_id>/functions/<name>/test", methods=["GET", "POST"])
+def function_test(agent_id: str, name: str):
+    """Send the function's endpoint a test request, as a live call would, and show the answer."""
+    require_change()
+    agent, function = _function_of(agent_id, name)
+    if request.method == "GET":
+        example = function_service.example_parameters(function.parameters)
+        values = MultiDict({"parameters": json.dumps(example, indent=2, ensure_ascii=False)})
+        return _function_test_page(agent, function, values=values)
+    form = request.form.copy()
+    if not form.get("parameters", "").strip():
+        form["parameters"] = "{}"  # an emptied box: no parameters
+    fields, errors = load_form(FunctionTestSchema(), form)
+    if errors:
+        return _function_test_page(agent, function, values=request.form, errors=errors), 422
+    report = function_calls.run_test(
+        tenant=g.tenant, agent_id=agent.id, name=function.name, parameters=fields["parameters"]
+    )
+    outcome = report.error["code"] if report.error else "ok"
+    record_change("function.tested", function.id, agentId=agent.id, outcome=outcome)
+    return _function_test_page(agent, function, values=request.form, report=report)
+
+
+def _function_test_page(
+    agent: Agent,
+    function: Function,
+    *,
+    values: MultiDict,
+    errors: Errors | None = None,
+    report: function_calls.FunctionTestReport | None = None,
+) -> str:
+    return render_template(
+        "dashboard/agents/function_test.html",
+        agent=agent,
+        function=function,
+        values=values,
+        errors=errors or {},
+        report=report,
+    )

@@ -31,6 +31,12 @@ def as_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
 
 
+@bp.app_template_filter("as_json_block")
+def as_json_block(value: Any) -> str:
+    """A JSON value as indented text, for a <pre> (the template escapes it)."""
+    return json.dumps(value, ensure_ascii=False, indent=2)
+
+
 @bp.app_template_filter("total")
 def total(page: Page) -> str:
     """A list's total as words: a bounded count at its limit means at least that many."""

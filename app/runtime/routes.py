@@ -116,8 +116,9 @@ class RuntimeFunctionCalls(MethodView):
         """Run one of the agent's functions
 
         Checks the parameters against the function's declaration, calls the tenant's endpoint
-        (signed, at most 5 s, never retried) and answers within 5.5 s with {"result": {...}}
-        or {"error": {"code", "message"}}; both are HTTP 200, since either is the answer to
-        hand to the AI. Every invocation is recorded and emits function.called.
+        (signed, for at most the function's timeoutMs, 5 s by default, never retried) and
+        answers within timeoutMs + 0.5 s with {"result": {...}} or {"error": {"code",
+        "message"}}; both are HTTP 200, since either is the answer to hand to the AI. Every
+        invocation is recorded and emits function.called.
         """
         return function_calls.invoke(call_id=call_id, **fields).as_dict()

@@ -1,12 +1,18 @@
 """Function calls: the AI asks for a function mid-call, the service calls the tenant's endpoint
-and hands the JSON answer back to the voice runtime, always within 5.5 s.
+and hands the JSON answer back to the voice runtime, always within the function's budget
+(its timeoutMs, 5 s by default) plus 0.5 s. A function test calls the endpoint the same way.
 
 The web process checks the request and runs it as a job on the functions queue, waiting for
 the job's return value (RQ's result); a worker sends the signed request (the endpoint gets
-at most 5 s, 1 s of it to connect), records the outcome and returns it. Nothing is written
-before the endpoint answers. Each invocation is recorded exactly once, by whichever side
-gets there first (the worker with the answer, or the web process when the deadline passes:
+the budget, at most 1 s of it to connect), records the outcome and returns it. Nothing is
+written before the endpoint answers. Each invocation is recorded exactly once, by whichever
+side gets there first (the worker with the answer, or the web process when its wait is over:
 the primary key settles it), and is never retried once sent.
+
+A test (POST /api/v1/agents/:id/functions/:name/test) is the same request, signed the same
+way with callId call_test, from the same sender with the same budget, and nothing is
+recorded. Its job runs on a queue of its own, function_tests, served by a pool of its own
+(worker.py), so tests never take a worker that a live call is waiting for.
 """
 
 import json
@@ -24,21 +30,24 @@ from app import jobs, metrics, outbound, queue
 from app.db import database
 from app.errors import Conflict, NotFound
 from app.models import Call, Function, FunctionInvocation, Tenant
+from app.services import agents as agent_service
 from app.services import events
-from app.services.functions import argument_errors
+from app.services.functions import DEFAULT_TIMEOUT_MS, argument_errors, get_function
 from app.util import new_id, utcnow
 
 log = logging.getLogger(__name__)
 
-ANSWER_WITHIN_S = 5.5  # the runtime always has an answer by then
-WAIT_S = 5.35  # stop waiting here, leaving time to record a timeout and answer
-ENDPOINT_BUDGET_S = 5.0  # what the tenant's endpoint gets, connecting included
-CONNECT_TIMEOUT_S = 1.0
+# The budget is the function's timeoutMs, counted from the request that asked for the call.
+ANSWER_MARGIN_S = 0.5  # the caller always has its answer by the end of the budget plus this
+WAIT_MARGIN_S = 0.35  # the waiter stops this long after the budget, leaving time to answer
+CONNECT_TIMEOUT_S = 1.0  # at most this much of the budget goes to connecting
 SEND_MARGIN_S = 0.1  # too little time left to be worth sending
-LATE_AFTER_S = 1.0  # a job starting later than this checks that its waiter still waits
+# A job starting later than this checks that its waiter still waits: it must stay below the
+# shortest wait, MIN_TIMEOUT_MS plus WAIT_MARGIN_S.
+LATE_AFTER_S = 0.5
 BODY_METHODS = ("POST", "PUT", "PATCH")
 ACTIVE_STATUSES = ("ringing", "answered")
-TIMEOUT_MESSAGE = "The function did not answer within 5 seconds."
+TEST_CALL_ID = "call_test"  # the callId a function test sends
 
 
 @dataclass(frozen=True)
@@ -70,20 +79,34 @@ class Invocation:
     function_id: str | None
     function_name: str
     parameters: dict[str, Any]
-    started: float  # Unix time of the runtime's request
+    started: float  # Unix time of the request that asked for the call
+    timeout_ms: int = DEFAULT_TIMEOUT_MS  # the function's budget then
 
     @property
     def endpoint_deadline(self) -> float:
-        return self.started + ENDPOINT_BUDGET_S
+        """When the endpoint's budget ends: the request is cut off then, connecting included."""
+        return self.started + self.timeout_ms / 1000
+
+    @property
+    def wait_deadline(self) -> float:
+        """When the waiting request stops waiting for the job and answers without it."""
+        return self.endpoint_deadline + WAIT_MARGIN_S
+
+
+def timed_out(timeout_ms: int) -> Outcome:
+    return Outcome.failure(
+        "function_timeout", f"The function did not answer within {timeout_ms / 1000:g} s."
+    )
 
 
 def invoke(*, call_id: str, function_name: str, parameters: dict[str, Any]) -> Outcome:
-    """Run one function call for the runtime; the outcome is ready within ANSWER_WITHIN_S."""
+    """Run one function call for the runtime; the outcome is ready within the function's
+    budget plus ANSWER_MARGIN_S."""
     started = time.time()
     found = _find(call_id, function_name)
     if found is None:
         raise NotFound(f"Call {call_id} not found.")
-    tenant_id, status, function_id, declared = found
+    tenant_id, status, function_id, declared, timeout_ms = found
     if status not in ACTIVE_STATUSES:
         raise Conflict(
             f"Call {call_id} is {status}; functions run only during a call.",
@@ -97,6 +120,7 @@ def invoke(*, call_id: str, function_name: str, parameters: dict[str, Any]) -> O
         function_name=function_name,
         parameters=parameters,
         started=started,
+        timeout_ms=timeout_ms or DEFAULT_TIMEOUT_MS,
     )
     outcome = _refusal(declared, function_name, parameters)
     if outcome is not None:
@@ -108,11 +132,12 @@ def invoke(*, call_id: str, function_name: str, parameters: dict[str, Any]) -> O
     return outcome
 
 
-def _find(call_id: str, function_name: str) -> tuple[str, str, str | None, Any] | None:
-    """The call's tenant id and status, and the id and declared parameters of its agent's
-    function of that name (None, None when it has none); None when there is no such call."""
+def _find(call_id: str, function_name: str) -> tuple[str, str, str | None, Any, int | None] | None:
+    """The call's tenant id and status, and the id, declared parameters and timeoutMs of its
+    agent's function of that name (None each when it has none); None when there is no such
+    call."""
     return (
-        Call.select(Call.tenant, Call.status, Function.id, Function.parameters)
+        Call.select(Call.tenant, Call.status, Function.id, Function.parameters, Function.timeout_ms)
         .join(
             Function,
             pw.JOIN.LEFT_OUTER,
@@ -176,18 +201,18 @@ def _record(invocation: Invocation, outcome: Outcome, *, http_status: int | None
 
 
 def _run_and_wait(invocation: Invocation) -> Outcome:
-    """Run the job and wait for its outcome, or function_timeout once WAIT_S has passed."""
+    """Run the job and wait for its outcome, or function_timeout once the wait is over."""
     answer = queue.call(
         "functions",
         jobs.invoke_function,
         asdict(invocation),
-        timeout=max(invocation.started + WAIT_S - time.time(), 0.01),
+        timeout=max(invocation.wait_deadline - time.time(), 0.01),
     )
     if answer is not None:
         return Outcome(**answer)
     record = FunctionInvocation.get_or_none(FunctionInvocation.id == invocation.id)
     if record is None:
-        timeout = Outcome.failure("function_timeout", TIMEOUT_MESSAGE)
+        timeout = timed_out(invocation.timeout_ms)
         if _record(invocation, timeout, http_status=None):
             return timeout
         record = FunctionInvocation.get_by_id(invocation.id)  # the worker was first after all
@@ -200,31 +225,45 @@ def run(invocation: Invocation) -> Outcome:
     If the waiter timed out meanwhile, its function_timeout was recorded first and this
     outcome is dropped, so the record always matches what the runtime was told.
     """
-    # The waiter waits WAIT_S, so a job that starts within LATE_AFTER_S of the request is
-    # surely awaited; only a later one looks for the function_timeout the waiter records.
+    # The waiter waits past the budget, so a job that starts within LATE_AFTER_S of the
+    # request is surely awaited; only a later one looks for the function_timeout the waiter
+    # records.
     if time.time() - invocation.started > LATE_AFTER_S:
         recorded = FunctionInvocation.get_or_none(FunctionInvocation.id == invocation.id)
         if recorded is not None:
             return Outcome.of(recorded)
     function = Function.get_or_none(Function.id == invocation.function_id)
-    status = None
     if function is None:
-        outcome = Outcome.failure("unknown_function", "The function was deleted.")
         invocation = replace(invocation, function_id=None)
-    elif invocation.endpoint_deadline - time.time() < SEND_MARGIN_S:
-        outcome = Outcome.failure("function_timeout", TIMEOUT_MESSAGE)
-    else:
-        try:
-            outcome, status = _call_endpoint(function, invocation)
-        except Exception as exc:  # anything else that goes wrong is this call's failure
-            log.exception("function call %s failed", invocation.id)
-            message = f"The request to the endpoint failed ({type(exc).__name__})."
-            outcome = Outcome.failure("function_unreachable", message)
+    outcome, status = _attempt(function, invocation)
     try:
         _record(invocation, outcome, http_status=status)
     except Exception:  # the caller still gets its answer; the record is what is lost
         log.exception("could not record function call %s", invocation.id)
     return outcome
+
+
+def run_test_job(invocation: Invocation) -> dict[str, Any]:
+    """The test's job: call the tenant's endpoint once, exactly as run() does, and record
+    nothing; the outcome with the endpoint's HTTP status (statusCode, None without one)."""
+    function = Function.get_or_none(Function.id == invocation.function_id)
+    outcome, status = _attempt(function, invocation)
+    return {**outcome.as_dict(), "statusCode": status}
+
+
+def _attempt(function: Function | None, invocation: Invocation) -> tuple[Outcome, int | None]:
+    """Call the endpoint once, unless the function is gone or its budget (nearly) spent; the
+    outcome and the endpoint's HTTP status (None when it gave none)."""
+    if function is None:
+        return Outcome.failure("unknown_function", "The function was deleted."), None
+    if invocation.endpoint_deadline - time.time() < SEND_MARGIN_S:
+        return timed_out(invocation.timeout_ms), None
+    try:
+        return _call_endpoint(function, invocation)
+    except Exception as exc:  # anything else that goes wrong is this call's failure
+        log.exception("function call %s failed", invocation.id)
+        message = f"The request to the endpoint failed ({type(exc).__name__})."
+        return Outcome.failure("function_unreachable", message), None
 
 
 def signed_request(
@@ -268,7 +307,7 @@ def _call_endpoint(function: Function, invocation: Invocation) -> tuple[Outcome,
             total=remaining,
         )
     except outbound.OutboundTimeout:
-        return Outcome.failure("function_timeout", TIMEOUT_MESSAGE), None
+        return timed_out(invocation.timeout_ms), None
     except outbound.OutboundError as exc:
         return Outcome.failure("function_unreachable", f"The endpoint is unreachable: {exc}"), None
     if not 200 <= response.status_code < 300:
@@ -286,6 +325,70 @@ def _call_endpoint(function: Function, invocation: Invocation) -> tuple[Outcome,
             "function_invalid_response", "The endpoint must answer with a JSON object."
         ), response.status_code
     return Outcome(result=answer), response.status_code
+
+
+@dataclass(frozen=True)
+class FunctionTestReport:
+    """What a function test found: the outcome, the endpoint's HTTP status (None when it gave
+    none), and how long it took from the request to the answer against the budget."""
+
+    outcome: Outcome
+    status_code: int | None
+    duration_ms: int
+    budget_ms: int
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome.error is None
+
+    @property
+    def result(self) -> dict[str, Any] | None:
+        return self.outcome.result
+
+    @property
+    def error(self) -> dict[str, str] | None:
+        return self.outcome.error
+
+
+def run_test(
+    *, tenant: Tenant, agent_id: str, name: str, parameters: dict[str, Any]
+) -> FunctionTestReport:
+    """Call one of the tenant's functions as a live call would, with callId call_test: the
+    parameters checked first, then the signed request within the function's budget, through
+    a job as a live call's; nothing recorded, no event. The report is ready within the budget
+    plus ANSWER_MARGIN_S."""
+    started = time.time()
+    agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
+    function = get_function(agent=agent, name=name)
+    invocation = Invocation(
+        id=new_id("ftest"),
+        tenant_id=tenant.id,
+        call_id=TEST_CALL_ID,
+        function_id=function.id,
+        function_name=function.name,
+        parameters=parameters,
+        started=started,
+        timeout_ms=function.timeout_ms,
+    )
+    outcome, status = _refusal(function.parameters, function.name, parameters), None
+    if outcome is None:
+        answer = queue.call(
+            "function_tests",
+            jobs.run_function_test,
+            asdict(invocation),
+            timeout=max(invocation.wait_deadline - time.time(), 0.01),
+        )
+        if answer is None:
+            outcome = timed_out(invocation.timeout_ms)
+        else:
+            status = answer.pop("statusCode")
+            outcome = Outcome(**answer)
+    return FunctionTestReport(
+        outcome=outcome,
+        status_code=status,
+        duration_ms=int((time.time() - started) * 1000),
+        budget_ms=function.timeout_ms,
+    )
 
 
 def list_for_call(*, tenant: Tenant, call_id: str) -> list[FunctionInvocation]:

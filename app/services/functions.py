@@ -10,7 +10,12 @@ from app.db import database
 from app.errors import Conflict, NotFound
 from app.models import Agent, Function, Tenant
 from app.services import agents as agent_service
-from app.util import new_id
+from app.util import new_id, utcnow
+
+# A function's timeoutMs: what its endpoint gets of a live call's or a test's time.
+MIN_TIMEOUT_MS = 500
+MAX_TIMEOUT_MS = 5000
+DEFAULT_TIMEOUT_MS = 5000
 
 JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -65,6 +70,20 @@ def create_function(
         )
 
 
+def update_function(*, tenant: Tenant, agent_id: str, name: str, **fields: Any) -> Function:
+    """Change any of a function's description, endpoint, method, parameters and timeoutMs."""
+    if "endpoint" in fields:
+        outbound.require_safe_url(fields["endpoint"], field="endpoint")
+    with database.atomic():
+        agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
+        function = get_function(agent=agent, name=name)
+        for field, value in fields.items():
+            setattr(function, field, value)
+        function.updated_at = utcnow()
+        function.save()
+    return function
+
+
 def delete_function(*, tenant: Tenant, agent_id: str, name: str) -> None:
     with database.atomic():
         agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
@@ -101,3 +120,16 @@ def argument_errors(schema: dict[str, Any], values: Any) -> dict[str, list[str]]
             detail = f" one of {spec['enum']}" if "enum" in spec else ""
             errors[name] = [f"Must be of type {spec['type']}{detail}."]
     return errors
+
+
+def example_parameters(schema: dict[str, Any]) -> dict[str, Any]:
+    """Values that fit a function's declared parameters (the first of an enum, else an empty
+    or zero value of the type): a starting point for a test."""
+    return {name: _example(spec) for name, spec in schema.get("properties", {}).items()}
+
+
+def _example(spec: dict[str, Any]) -> Any:
+    if spec.get("enum"):
+        return spec["enum"][0]
+    empty = {"string": "", "number": 0, "integer": 0, "boolean": False, "array": [], "object": {}}
+    return empty[spec["type"]]

@@ -35,6 +35,7 @@ FORM = {
     "description": "x",
     "endpoint": "http://127.0.0.1:9/x",
     "parameters": '{"type": "object", "properties": {}}',
+    "timeoutMs": "600",
     "confirm": "yes",
 }
 

@@ -44,9 +44,11 @@ def test_create_function_returns_signing_secret_once(client, headers, agent_id):
         "endpoint",
         "method",
         "parameters",
+        "timeoutMs",
         "createdAt",
         "signingSecret",
     }
+    assert created["timeoutMs"] == 5000
     assert created["signingSecret"].startswith("fsec_") and len(created["signingSecret"]) > 40
     assert created["parameters"] == PARAMETERS
     listed = client.get(f"/api/v1/agents/{agent_id}/functions", headers=headers)
@@ -112,11 +114,100 @@ def test_same_name_on_two_agents_is_fine(client, headers, agent_id):
         ),
         ({"parameters": {"type": "object", "extra": 1}}, "parameters"),
         ({"unknown": 1}, "unknown"),
+        ({"timeoutMs": 499}, "timeoutMs"),
+        ({"timeoutMs": 5001}, "timeoutMs"),
+        ({"timeoutMs": "1000"}, "timeoutMs"),
+        ({"timeoutMs": 1000.5}, "timeoutMs"),
+        ({"timeoutMs": None}, "timeoutMs"),
     ],
 )
 def test_create_function_rejects_invalid_definition(client, headers, agent_id, fields, bad_field):
     error = assert_error(create(client, headers, agent_id, **fields), 422, "validation_error")
     assert bad_field in error["details"]
+
+
+@pytest.mark.parametrize("timeout_ms", [500, 1234, 5000])
+def test_a_function_takes_a_timeout_between_500_and_5000_ms(client, headers, agent_id, timeout_ms):
+    response = create(client, headers, agent_id, timeoutMs=timeout_ms)
+    assert response.status_code == 201
+    assert response.json["timeoutMs"] == timeout_ms
+    [listed] = client.get(f"/api/v1/agents/{agent_id}/functions", headers=headers).json["functions"]
+    assert listed["timeoutMs"] == timeout_ms
+
+
+def test_an_out_of_range_timeout_names_the_range(client, headers, agent_id):
+    error = assert_error(create(client, headers, agent_id, timeoutMs=100), 422, "validation_error")
+    assert error["details"] == {
+        "timeoutMs": ["Must be greater than or equal to 500 and less than or equal to 5000."]
+    }
+
+
+def update(client, headers, agent_id, **fields):
+    """PATCH the function lookup_order of the agent."""
+    return client.patch(
+        f"/api/v1/agents/{agent_id}/functions/lookup_order", json=fields, headers=headers
+    )
+
+
+def test_update_changes_only_the_given_fields(client, headers, agent_id):
+    created = create(client, headers, agent_id, secret="s" * 20).json
+    response = update(client, headers, agent_id, timeoutMs=800)
+    assert response.status_code == 200
+    changed = {key for key in response.json if response.json[key] != created.get(key)}
+    assert changed == {"timeoutMs"}
+    assert response.json["timeoutMs"] == 800
+    assert "signingSecret" not in response.json
+    stored = Function.get()
+    assert (stored.timeout_ms, stored.signing_secret) == (800, "s" * 20)
+    assert stored.updated_at > stored.created_at
+
+
+def test_update_replaces_endpoint_method_description_and_parameters(client, headers, agent_id):
+    create(client, headers, agent_id)
+    fields = {
+        "description": "Finds an order.",
+        "endpoint": "https://erp.example.com/v2/orders",
+        "method": "POST",
+        "parameters": {"type": "object", "properties": {}},
+    }
+    response = update(client, headers, agent_id, **fields)
+    assert response.status_code == 200
+    assert {key: response.json[key] for key in fields} == {
+        **fields,
+        "parameters": {"type": "object", "properties": {}, "required": []},
+    }
+    [listed] = client.get(f"/api/v1/agents/{agent_id}/functions", headers=headers).json["functions"]
+    assert listed == response.json
+
+
+@pytest.mark.parametrize(
+    ("fields", "bad_field"),
+    [
+        ({"timeoutMs": 499}, "timeoutMs"),
+        ({"timeoutMs": 5001}, "timeoutMs"),
+        ({"method": "TRACE"}, "method"),
+        ({"description": ""}, "description"),
+        ({"parameters": {"type": "array"}}, "parameters"),
+        ({"name": "renamed"}, "name"),
+        ({"secret": "s" * 20}, "secret"),
+        ({"endpoint": "https://10.0.0.1/orders"}, "endpoint"),
+    ],
+)
+def test_update_rejects_invalid_fields_and_changes_nothing(
+    app, client, headers, agent_id, fields, bad_field
+):
+    create(client, headers, agent_id)
+    before = client.get(f"/api/v1/agents/{agent_id}/functions", headers=headers).json
+    app.config["ALLOW_PRIVATE_URLS"] = False
+    error = assert_error(update(client, headers, agent_id, **fields), 422, "validation_error")
+    assert list(error["details"]) == [bad_field]
+    assert client.get(f"/api/v1/agents/{agent_id}/functions", headers=headers).json == before
+
+
+def test_update_of_an_unknown_function_is_not_found(client, headers, agent_id):
+    error = assert_error(update(client, headers, agent_id, timeoutMs=800), 404, "not_found")
+    assert error["message"] == f"Function lookup_order not found on agent {agent_id}."
+    assert_error(update(client, headers, "agent_nope", timeoutMs=800), 404, "not_found")
 
 
 def test_functions_of_unknown_agent_are_not_found(client, headers):

@@ -44,6 +44,8 @@ def echo(request):
         return Answer(body=b'{"name": "\\ud800"}')
     if path.path == "/fail":
         return Answer(status=500, body=b'{"error": "boom"}')
+    if path.path == "/missing":
+        return Answer(status=404, body=b'{"error": "no such order"}')
     return Answer(
         body=json.dumps(
             {"status": "shipped", "echo": request.body.decode() or path.query}
@@ -58,7 +60,8 @@ def endpoint():
         yield receiver
 
 
-def define(client, headers, agent_id, url, *, name="lookup_order", method="POST"):
+def define(client, headers, agent_id, url, *, name="lookup_order", method="POST", timeout_ms=None):
+    fields = {"timeoutMs": timeout_ms} if timeout_ms is not None else {}
     response = client.post(
         f"/api/v1/agents/{agent_id}/functions",
         json={
@@ -68,6 +71,7 @@ def define(client, headers, agent_id, url, *, name="lookup_order", method="POST"
             "method": method,
             "parameters": PARAMETERS,
             "secret": SECRET,
+            **fields,
         },
         headers=headers,
     )
@@ -201,6 +205,63 @@ def test_endpoint_failures_give_their_code_in_time(
     assert set(response.json) == {"error"}
     assert response.json["error"]["code"] == code
     assert len(endpoint.requests) == 1  # never retried
+
+
+def test_a_slow_endpoint_times_out_at_the_default_budget_of_5_s(
+    client, headers, runtime_headers, agent_id, call_id, endpoint
+):
+    define(client, headers, agent_id, endpoint.url + "/sleep")
+    response = invoke(client, runtime_headers, call_id, orderId="A")
+    assert response.json == {
+        "error": {"code": "function_timeout", "message": "The function did not answer within 5 s."}
+    }
+    assert 4950 <= FunctionInvocation.get().latency_ms <= 5500
+
+
+def slow_or_quick(request):
+    """/slow answers after a second."""
+    if urlsplit(request.path).path == "/slow":
+        return Answer(delay=1.0, body=b'{"status": "shipped"}')
+    return echo(request)
+
+
+@pytest.mark.parametrize(
+    ("timeout_ms", "code"), [(500, "function_timeout"), (2000, None), (5000, None)]
+)
+def test_a_call_keeps_to_its_functions_timeout(
+    client, headers, runtime_headers, agent_id, call_id, timeout_ms, code
+):
+    with Receiver(slow_or_quick) as slow:
+        define(client, headers, agent_id, slow.url + "/slow", timeout_ms=timeout_ms)
+        started = time.monotonic()
+        response = invoke(client, runtime_headers, call_id, orderId="A")
+        elapsed = time.monotonic() - started
+    record = FunctionInvocation.get()
+    if code is None:
+        assert response.json == {"result": {"status": "shipped"}}
+        assert record.status == "succeeded"
+    else:
+        assert response.json["error"] == {
+            "code": code,
+            "message": f"The function did not answer within {timeout_ms / 1000:g} s.",
+        }
+        assert timeout_ms - 50 <= record.latency_ms <= timeout_ms + 500
+        assert elapsed < timeout_ms / 1000 + 0.5
+
+
+def test_a_changed_timeout_holds_from_the_next_call(
+    client, headers, runtime_headers, agent_id, call_id, endpoint
+):
+    define(client, headers, agent_id, endpoint.url + "/sleep")
+    client.patch(
+        f"/api/v1/agents/{agent_id}/functions/lookup_order",
+        json={"timeoutMs": 600},
+        headers=headers,
+    )
+    started = time.monotonic()
+    response = invoke(client, runtime_headers, call_id, orderId="A")
+    assert time.monotonic() - started < 0.6 + 0.5
+    assert response.json["error"]["message"] == "The function did not answer within 0.6 s."
 
 
 def test_refused_connection_is_unreachable(client, headers, runtime_headers, agent_id, call_id):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.services.functions import argument_errors
+from app.services.functions import argument_errors, example_parameters
 
 SCHEMA = {
     "type": "object",
@@ -56,3 +56,21 @@ def test_invalid_arguments_name_the_parameter(values, bad):
 
 def test_arguments_must_be_an_object():
     assert argument_errors(SCHEMA, ["A"]) == {"parameters": ["Must be an object."]}
+
+
+def test_the_example_of_a_declaration_fits_it():
+    example = example_parameters(SCHEMA)
+    assert example == {
+        "orderId": "",
+        "count": 0,
+        "price": 0,
+        "express": False,
+        "tags": [],
+        "extra": {},
+        "size": "S",
+    }
+    assert argument_errors(SCHEMA, example) == {}
+
+
+def test_a_declaration_without_properties_has_an_empty_example():
+    assert example_parameters({"type": "object"}) == {}

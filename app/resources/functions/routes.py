@@ -9,7 +9,12 @@ from app.resources.functions.schemas import (
     FunctionCreatedSchema,
     FunctionCreateSchema,
     FunctionListSchema,
+    FunctionSchema,
+    FunctionTestResultSchema,
+    FunctionTestSchema,
+    FunctionUpdateSchema,
 )
+from app.services import function_calls
 from app.services import functions as function_service
 
 blp = TenantBlueprint(
@@ -44,9 +49,44 @@ class Functions(MethodView):
 
 @blp.route("/<name>")
 class FunctionsByName(MethodView):
+    @blp.arguments(FunctionUpdateSchema)
+    @blp.response(200, FunctionSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="updateFunction")
+    def patch(self, fields, agent_id, name):
+        """Update a function
+
+        Any of description, endpoint, method, parameters and timeoutMs; the name and the
+        signing secret stay.
+        """
+        return function_service.update_function(
+            tenant=current_tenant(), agent_id=agent_id, name=name, **fields
+        )
+
     @blp.response(204)
     @blp.alt_response(404, response="NOT_FOUND")
     @blp.doc(operationId="deleteFunction")
     def delete(self, agent_id, name):
         """Delete a function"""
         function_service.delete_function(tenant=current_tenant(), agent_id=agent_id, name=name)
+
+
+@blp.route("/<name>/test")
+class FunctionTest(MethodView):
+    @blp.arguments(FunctionTestSchema)
+    @blp.response(200, FunctionTestResultSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="testFunction")
+    def post(self, fields, agent_id, name):
+        """Test a function
+
+        Checks the parameters against the function's declaration, then calls its endpoint
+        exactly as a live call would (the same signed request, with callId call_test, the
+        same method rules, the same timeoutMs budget) and answers within that budget plus
+        0.5 s. Every outcome is a 200: ok with the endpoint's result, or not ok with the
+        error a live call would have had (invalid_parameters included). Nothing is recorded
+        and no event is sent.
+        """
+        return function_calls.run_test(
+            tenant=current_tenant(), agent_id=agent_id, name=name, **fields
+        )

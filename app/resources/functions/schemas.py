@@ -1,12 +1,24 @@
-"""Function definition schemas (SPEC.md section 2, DESIGN.md section 3)."""
+"""Function definition schemas (SPEC.md section 2, DESIGN.md sections 3 and 9).
+
+Requests and responses have schemas of their own: a create body needs name, description,
+endpoint and parameters, an update body needs nothing and has no defaults (a client sends a
+body schema's defaults, which would overwrite the fields a PATCH leaves out), and a response
+carries every field.
+"""
 
 from typing import Any
 
-from marshmallow import ValidationError, fields, validate, validates_schema
+from marshmallow import ValidationError, fields, post_dump, validate, validates_schema
 
 from app.resources.common import Schema
-from app.resources.fields import ReceiverUrl, Timestamp
-from app.services.functions import JSON_TYPES
+from app.resources.fields import ReceiverUrl, StrictInteger, Timestamp
+from app.runtime.schemas import FunctionErrorSchema
+from app.services.functions import (
+    DEFAULT_TIMEOUT_MS,
+    JSON_TYPES,
+    MAX_TIMEOUT_MS,
+    MIN_TIMEOUT_MS,
+)
 
 NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
@@ -107,6 +119,51 @@ class ParametersCreateSchema(Schema):
             raise ValidationError("Items must be unique.", "required")
 
 
+ENDPOINT_DESCRIPTION = (
+    "Your https URL that the service calls: at most 2,048 characters, no user info, a host "
+    "that is an IP address or a valid host name (labels of 1 to 63 characters, 253 in all), "
+    "not a private or loopback one."
+)
+METHOD_DESCRIPTION = (
+    "POST, PUT and PATCH send a JSON body; GET and DELETE send the values as query parameters."
+)
+TIMEOUT_DESCRIPTION = (
+    f"How long your endpoint may take, in milliseconds ({MIN_TIMEOUT_MS}–{MAX_TIMEOUT_MS}), "
+    "connecting (at most 1 s of it) included: its budget in live calls and in tests. A slower "
+    "answer is function_timeout, and the voice runtime has its answer within the budget plus "
+    "0.5 s."
+)
+
+
+def timeout_ms_field(**kwargs: Any) -> fields.Integer:
+    return StrictInteger(
+        data_key="timeoutMs", validate=validate.Range(MIN_TIMEOUT_MS, MAX_TIMEOUT_MS), **kwargs
+    )
+
+
+class FunctionUpdateSchema(Schema):
+    """Body of PATCH /agents/:id/functions/:name: any of the fields below; one left out keeps
+    its value. The name and the signing secret stay as they are."""
+
+    description = fields.String(
+        validate=validate.Length(1, 2000),
+        metadata={"description": "Tells the AI what the function does."},
+    )
+    endpoint = ReceiverUrl(ENDPOINT_DESCRIPTION)
+    method = fields.String(
+        validate=validate.OneOf(METHODS),
+        metadata={"description": METHOD_DESCRIPTION},
+    )
+    parameters = fields.Nested(
+        ParametersCreateSchema,
+        metadata={
+            "description": "JSON-Schema-like object describing the parameters; replaces the "
+            "whole declaration."
+        },
+    )
+    timeout_ms = timeout_ms_field(metadata={"description": TIMEOUT_DESCRIPTION})
+
+
 class FunctionCreateSchema(Schema):
     """Body of POST /agents/:id/functions."""
 
@@ -120,24 +177,20 @@ class FunctionCreateSchema(Schema):
         validate=validate.Length(1, 2000),
         metadata={"description": "Tells the AI what the function does."},
     )
-    endpoint = ReceiverUrl(
-        "Your https URL that the service calls: at most 2,048 characters, no user info, a host "
-        "that is an IP address or a valid host name (labels of 1 to 63 characters, 253 in "
-        "all), not a private or loopback one.",
-        required=True,
-    )
+    endpoint = ReceiverUrl(ENDPOINT_DESCRIPTION, required=True)
     method = fields.String(
         load_default="POST",
         validate=validate.OneOf(METHODS),
-        metadata={
-            "description": "POST, PUT and PATCH send a JSON body; GET and DELETE send the "
-            "values as query parameters. Default POST."
-        },
+        metadata={"description": METHOD_DESCRIPTION + " Default POST."},
     )
     parameters = fields.Nested(
         ParametersCreateSchema,
         required=True,
         metadata={"description": "JSON-Schema-like object describing the parameters."},
+    )
+    timeout_ms = timeout_ms_field(
+        load_default=DEFAULT_TIMEOUT_MS,
+        metadata={"description": TIMEOUT_DESCRIPTION + f" Default {DEFAULT_TIMEOUT_MS}."},
     )
     secret = fields.String(
         load_only=True,
@@ -188,6 +241,11 @@ class FunctionSchema(Schema):
         required=True,
         metadata={"description": "JSON-Schema-like object describing the parameters."},
     )
+    timeout_ms = fields.Integer(
+        data_key="timeoutMs",
+        required=True,
+        metadata={"description": "The endpoint's budget in milliseconds, in live calls and tests."},
+    )
     created_at = Timestamp(data_key="createdAt", required=True)
 
 
@@ -205,3 +263,60 @@ class FunctionCreatedSchema(FunctionSchema):
 
 class FunctionListSchema(Schema):
     functions = fields.List(fields.Nested(FunctionSchema), required=True)
+
+
+class FunctionTestSchema(Schema):
+    """Body of POST /agents/:id/functions/:name/test."""
+
+    parameters = fields.Dict(
+        load_default=dict,
+        metadata={
+            "description": "Values for the function's declared parameters, as the AI would "
+            "pass them; checked against the declaration first. Default {}."
+        },
+    )
+
+
+class FunctionTestResultSchema(Schema):
+    """What a function test found: the outcome a live call would have had, and its timing."""
+
+    ok = fields.Boolean(
+        required=True,
+        metadata={"description": "True when the endpoint answered a 2xx with a JSON object."},
+    )
+    status_code = fields.Integer(
+        data_key="statusCode",
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "The endpoint's HTTP status; null when it gave none (invalid "
+            "parameters, a timeout, an unreachable endpoint)."
+        },
+    )
+    duration_ms = fields.Integer(
+        data_key="durationMs",
+        required=True,
+        metadata={
+            "description": "Milliseconds the test took, from checking the parameters to the "
+            "answer: what a live call would have waited (queueing, connecting and the "
+            "endpoint's answer)."
+        },
+    )
+    budget_ms = fields.Integer(
+        data_key="budgetMs",
+        required=True,
+        metadata={"description": "The function's timeoutMs: the budget it was held to."},
+    )
+    result = fields.Dict(
+        metadata={"description": "The endpoint's JSON object, when ok (no error key then)."}
+    )
+    error = fields.Nested(
+        FunctionErrorSchema,
+        metadata={"description": "Why there is no result, when not ok (no result key then)."},
+    )
+
+    @post_dump
+    def result_or_error(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """One of result and error, never both, never null (as a live call's answer)."""
+        drop = "error" if data.get("ok") else "result"
+        return {key: value for key, value in data.items() if key != drop}
