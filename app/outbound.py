@@ -197,9 +197,11 @@ class AddressGuard:
             return
         for address in addresses:
             if is_blocked(ipaddress.ip_address(address)):
-                raise BlockedAddress(
-                    f"{host} is or resolves to {address}, a private or reserved address."
-                )
+                # A name's address is not told: the answers of the service's own resolver
+                # would map the internal network for whoever registers names to try.
+                if is_ip_literal(host):
+                    raise BlockedAddress(f"{host} is a private or reserved address.")
+                raise BlockedAddress(f"{host} resolves to a private or reserved address.")
 
     def addresses(self, host: str, port: int) -> list[str]:
         """The vetted addresses of host; raises UnsafeURL (BlockedAddress) or socket.gaierror.

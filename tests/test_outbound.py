@@ -98,8 +98,10 @@ def test_check_url_refuses_a_name_that_resolves_to_a_private_address(monkeypatch
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answers[host], port))]
 
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    with pytest.raises(outbound.BlockedAddress, match="10.1.2.3"):
+    with pytest.raises(outbound.BlockedAddress) as refused:
         outbound.check_url("https://internal.example.com/in", allow_private=False)
+    # The name is refused without telling what the service's resolver answered for it.
+    assert str(refused.value) == "internal.example.com resolves to a private or reserved address."
     outbound.check_url("https://hooks.example.com/in", allow_private=False)
 
 
@@ -186,7 +188,7 @@ UNSENDABLE_HOSTS = [
 
 @pytest.mark.parametrize("host", LOOPBACK_SPELLINGS)
 def test_check_url_refuses_loopback_however_it_is_written(host):
-    with pytest.raises(outbound.BlockedAddress, match="127.0.0.1"):
+    with pytest.raises(outbound.BlockedAddress, match="a private or reserved address"):
         outbound.check_url(f"https://{host}/in", allow_private=False)
 
 
@@ -194,7 +196,7 @@ def test_check_url_refuses_loopback_however_it_is_written(host):
 def test_sender_refuses_loopback_however_it_is_written(host):
     with Receiver() as receiver:
         url = f"https://{host}:{receiver.port}/in"
-        with pytest.raises(outbound.BlockedAddress, match="127.0.0.1"):
+        with pytest.raises(outbound.BlockedAddress, match="a private or reserved address"):
             outbound.Sender(allow_private=False).send("POST", url, timeout=(3, 5))
     assert receiver.requests == []
 
@@ -271,7 +273,7 @@ def test_sender_refuses_a_name_resolving_to_loopback_before_connecting():
 
 def test_sender_refuses_when_any_resolved_address_is_blocked():
     sender = outbound.Sender(allow_private=False, resolver=fixed("93.184.216.34", "10.0.0.1"))
-    with pytest.raises(outbound.BlockedAddress, match="10.0.0.1"):
+    with pytest.raises(outbound.BlockedAddress, match="hooks.example.com resolves to a private"):
         sender.send("POST", "https://hooks.example.com/in", timeout=(3, 5))
 
 
@@ -313,7 +315,7 @@ def test_sender_checks_the_answer_at_connect_time_not_before():
     answers = iter([["93.184.216.34"], ["127.0.0.1"]])
     sender = outbound.Sender(allow_private=False, resolver=lambda host, port: next(answers))
     sender.guard.addresses("rebind.example.com", 443)  # the check made at registration
-    with pytest.raises(outbound.BlockedAddress, match="127.0.0.1"):
+    with pytest.raises(outbound.BlockedAddress, match="rebind.example.com resolves to a private"):
         sender.send("POST", "https://rebind.example.com/in", timeout=(3, 5))
 
 

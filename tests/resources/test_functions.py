@@ -287,7 +287,7 @@ def test_endpoint_refuses_loopback_however_it_is_written(app, client, headers, a
     app.config["ALLOW_PRIVATE_URLS"] = False
     response = create(client, headers, agent_id, endpoint=f"https://{host}/orders")
     error = assert_error(response, 422, "validation_error")
-    assert "127.0.0.1, a private or reserved address" in error["details"]["endpoint"][0]
+    assert "a private or reserved address" in error["details"]["endpoint"][0]
     assert Function.select().count() == 0
 
 

@@ -150,7 +150,11 @@ def test_create_refuses_a_host_resolving_to_a_private_address(
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     response = client.post(API, json=body(url="https://intranet.example.com/in"), headers=headers)
     error = assert_error(response, 422, "validation_error")
-    assert "192.168.0.10" in error["details"]["url"][0]
+    # Refused without telling what the service's resolver answered for the name.
+    assert error["details"]["url"][0].endswith(
+        "intranet.example.com resolves to a private or reserved address."
+    )
+    assert "192.168" not in response.get_data(as_text=True)
     ok = client.post(API, json=body(url="https://hooks.example.com/in"), headers=headers)
     assert ok.status_code == 201
 
@@ -187,7 +191,7 @@ def test_create_and_patch_refuse_loopback_however_it_is_written(
     for response in (created, patched):
         error = assert_error(response, 422, "validation_error")
         assert error["message"] == "Invalid value for url."
-        assert "127.0.0.1, a private or reserved address" in error["details"]["url"][0]
+        assert "a private or reserved address" in error["details"]["url"][0]
     assert [hook.url for hook in Webhook.select()] == [webhook["url"]]
 
 
