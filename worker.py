@@ -39,6 +39,16 @@ POOLS = {
 log = logging.getLogger("worker")
 
 
+class QueueWorker(SimpleWorker):
+    """RQ's SimpleWorker, trying a Redis that stopped answering again every 2 s at most.
+
+    RQ doubles its wait between tries up to a minute, so after an outage of a minute or two
+    the queues would stay unread for up to a minute more once Redis is back.
+    """
+
+    max_connection_wait_time = 2.0
+
+
 def wait_for_redis() -> None:
     """Return once Redis answers; a worker started during an outage waits instead of exiting."""
     delay = 0.5
@@ -68,7 +78,7 @@ def serve(app: Flask, queue_name: str, size_setting: str, lower_priority: bool) 
             [queue_name],
             connection=redis_connection(),
             num_workers=app.config[size_setting],
-            worker_class=SimpleWorker,
+            worker_class=QueueWorker,
         )
         pool.start(logging_level=app.config["LOG_LEVEL"])
 

@@ -1,6 +1,8 @@
 """Database binding: one DatabaseProxy, SQLite or PostgreSQL from DATABASE_URL, migrations."""
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +14,13 @@ from playhouse.db_url import connect
 database = peewee.DatabaseProxy()
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+# The PostgreSQL advisory lock that `flask db upgrade` holds while it migrates: any fixed
+# number, the same on every host (the ASCII of "voiceage" read as a 64-bit integer).
+MIGRATION_LOCK_KEY = 0x766F696365616765
+# How long an upgrade waits for another host's upgrade to finish on SQLite (milliseconds):
+# its busy_timeout while it takes the write lock.
+MIGRATION_WAIT_MS = 15 * 60 * 1000
 
 # busy_timeout first: switching to WAL needs the lock it waits for.
 SQLITE_PRAGMAS = (
@@ -82,11 +91,48 @@ def migration_router(db: peewee.Database | None = None) -> Router:
     return Router(db or database.obj, migrate_dir=MIGRATIONS_DIR, ignore=["basemodel"])
 
 
+@contextmanager
+def migration_lock(target: peewee.Database) -> Iterator[None]:
+    """Hold the database's migration lock: of several hosts upgrading at once, one migrates
+    and the others wait here until it is done.
+
+    PostgreSQL: a session advisory lock (DDL there cannot be serialised by a row lock, and
+    two CREATE TABLE of one name at once fail on the catalog's unique index). SQLite: the
+    write lock, taken at BEGIN IMMEDIATE, for the whole run; the migrations' own transactions
+    nest in it. The connection is this thread's, opened here and kept until the lock is
+    released.
+    """
+    target.connect(reuse_if_open=True)
+    if isinstance(target, peewee.PostgresqlDatabase):
+        target.execute_sql("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+        try:
+            yield
+        finally:
+            target.execute_sql("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+    elif isinstance(target, peewee.SqliteDatabase):
+        # Another host's migration may take longer than busy_timeout: wait for it.
+        busy_timeout = dict(SQLITE_PRAGMAS)["busy_timeout"]
+        target.execute_sql(f"PRAGMA busy_timeout = {MIGRATION_WAIT_MS}")
+        try:
+            with target.atomic(lock_type="IMMEDIATE"):
+                yield
+        finally:
+            target.execute_sql(f"PRAGMA busy_timeout = {busy_timeout}")
+    else:
+        yield
+
+
 def upgrade(db: peewee.Database | None = None) -> list[str]:
-    """Apply every pending migration; return the names applied."""
-    router = migration_router(db)
-    pending = router.diff
-    router.run()
+    """Apply every pending migration; return the names applied.
+
+    Safe to run on several hosts at once: under migration_lock, the first applies what is
+    pending and the others then find nothing left to apply.
+    """
+    target = db or database.obj
+    with migration_lock(target):
+        router = migration_router(target)
+        pending = router.diff
+        router.run()
     return list(pending)
 
 

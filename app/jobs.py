@@ -31,7 +31,11 @@ def run_function_test(invocation: dict[str, Any]) -> dict[str, Any]:
 
 def sweep() -> int:
     """The periodic upkeep: enqueue every due delivery that no job holds (how many were
-    enqueued), and release the credit holds of calls that never ended."""
+    enqueued), and release the credit holds of calls that never ended.
+
+    Deliveries first, so a failure of the other (it is raised) never keeps them waiting.
+    """
     with database.connection_context():
+        enqueued = deliveries.sweep()
         calls.release_lapsed_holds()
-        return deliveries.sweep()
+        return enqueued

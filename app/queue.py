@@ -24,7 +24,7 @@ from typing import Any
 from flask import Flask, current_app, has_request_context
 from redis import Redis, RedisError
 from rq import Queue
-from rq.job import Job, JobStatus
+from rq.job import Job
 from rq.results import Result
 
 from app.db import database
@@ -40,7 +40,6 @@ JOB_OPTIONS: dict[str, dict[str, Any]] = {
     "function_tests": {"timeout": 30, "ttl": 30, "result_ttl": 60, "failure_ttl": 600},
     "webhooks": {"timeout": 120, "result_ttl": 10, "failure_ttl": 24 * 3600},
 }
-WAITING = (JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED)
 RESULT_POLL_S = 0.005
 
 
@@ -92,29 +91,21 @@ def enqueue(
     return True
 
 
-def waiting(queue_name: str, job_ids: list[str]) -> set[str]:
-    """The jobs of job_ids that wait in the queue to be run (inline mode: none ever waits).
+def waiting(queue_name: str) -> set[str] | None:
+    """The ids of the jobs that wait in the queue to be run (inline mode: none ever waits),
+    read in one round trip; None when Redis does not answer.
 
-    A job a worker has taken off the queue but not started is not waiting: that worker may
-    have died with it (RQ would put it back only at its next maintenance, minutes later).
-    Redis unreachable: all of them, so nothing is enqueued twice meanwhile.
+    A job a worker has taken off the queue is not waiting, even if it has not started: that
+    worker may have died with it (RQ would fail it only at its next maintenance, minutes
+    later).
     """
-    if inline() or not job_ids:
+    if inline():
         return set()
     try:
-        jobs = Job.fetch_many(job_ids, connection=redis_connection())
-        taken = set(rq_queue(queue_name).intermediate_queue.get_job_ids())
+        return set(rq_queue(queue_name).get_job_ids())
     except RedisError as exc:
-        log.warning("could not look up jobs of %s (%s); trying again later", queue_name, exc)
-        return set(job_ids)
-    return {
-        job.id
-        for job in jobs
-        if job is not None
-        and job.origin == queue_name
-        and job.get_status(refresh=False) in WAITING
-        and job.id not in taken
-    }
+        log.warning("could not read the jobs of %s (%s); trying again later", queue_name, exc)
+        return None
 
 
 def known(job_id: str) -> bool:

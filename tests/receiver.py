@@ -2,6 +2,7 @@
 
 import http.server
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +26,15 @@ class Answer:
     body: bytes = b"ok"
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+
+
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # the sender died (a killed worker): nothing to report
+        super().handle_error(request, client_address)
 
 
 class Receiver:
@@ -66,8 +76,7 @@ class Receiver:
             def log_message(self, *args) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.server.daemon_threads = True
+        self.server = Server(("127.0.0.1", port), Handler)
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.thread = threading.Thread(

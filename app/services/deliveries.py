@@ -365,26 +365,54 @@ def disable(webhook: Webhook, *, reason: str | None) -> None:
     ).execute()
 
 
-def sweep(limit: int = SWEEP_BATCH) -> int:
+def sweep(batch: int = SWEEP_BATCH) -> int:
     """Enqueue every due pending delivery that no live lease holds and whose job does not wait
-    in the queue (Redis lost it, or its worker died); how many were enqueued."""
-    due = list(
-        Delivery.select(Delivery.id, Delivery.job_id)
-        .where(_free(utcnow()))
-        .order_by(Delivery.next_attempt_at)
-        .limit(limit)
-    )
-    waiting = queue.waiting("webhooks", [delivery.job_id for delivery in due if delivery.job_id])
+    in the queue (Redis lost it, its enqueue failed, or its worker died); how many were
+    enqueued.
+
+    Every one of them, `batch` at a time in order of due time: a delivery whose job was lost
+    is found at the next sweep however many others wait in the queue before it. The queue's
+    job ids are read once, after the first batch (a job enqueued after that read for a row
+    read later is enqueued twice, and the second job finds its delivery taken).
+    """
+    now = utcnow()
+    enqueued = 0
+    waiting: set[str] | None = None
+    after: tuple[datetime | None, str] | None = None
+    while True:
+        query = Delivery.select(Delivery.id, Delivery.job_id, Delivery.next_attempt_at).where(
+            _free(now)
+        )
+        if after is not None:
+            query = query.where(pw.Tuple(Delivery.next_attempt_at, Delivery.id) > pw.Tuple(*after))
+        due = list(query.order_by(Delivery.next_attempt_at, Delivery.id).limit(batch))
+        if not due:
+            return enqueued
+        if waiting is None:
+            waiting = queue.waiting("webhooks")
+            if waiting is None:  # Redis does not answer: nothing can be enqueued now
+                return enqueued
+        enqueued += _enqueue_lost([d for d in due if d.job_id not in waiting], now)
+        if len(due) < batch:
+            return enqueued
+        after = (due[-1].next_attempt_at, due[-1].id)
+
+
+def _enqueue_lost(lost: list[Delivery], now: datetime) -> int:
+    """Enqueue a new job for each of these free deliveries; how many were enqueued."""
+    if not lost:
+        return 0
     enqueued = 0
     with database.atomic():
-        for delivery in due:
-            if delivery.job_id in waiting:
-                continue
+        for delivery in lost:
             job_id = new_job_id()
-            # Conditional, so of two sweepers that saw the same job missing, one enqueues.
+            # Conditional: of two sweepers that saw the same job missing, one enqueues, and
+            # none does for a delivery a job claimed meanwhile. (== None is IS NULL.)
             taken = (
                 Delivery.update(job_id=job_id)
-                .where((Delivery.id == delivery.id) & (Delivery.job_id == delivery.job_id))
+                .where(
+                    (Delivery.id == delivery.id) & (Delivery.job_id == delivery.job_id) & _free(now)
+                )
                 .execute()
             )
             if taken:

@@ -14,7 +14,7 @@ import pytest
 from playhouse.test_utils import count_queries
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 
-from app import jobs, outbound
+from app import jobs, outbound, queue
 from app.db import database
 from app.models import Delivery, DeliveryAttempt, Event, Webhook
 from app.services import deliveries, events
@@ -382,6 +382,37 @@ def test_sweeper_enqueues_a_due_delivery_only_when_its_job_is_not_waiting(
     job.set_status(JobStatus.STARTED)
     assert deliveries.sweep() == 1
     assert waiting.job_ids == [only_delivery().job_id] != [replacement]
+
+
+def test_sweeper_finds_a_lost_job_behind_more_waiting_jobs_than_a_batch(
+    app, tenant, redis_url, redis_client
+):
+    """A delivery whose enqueue was lost (its host died after the commit) is enqueued at the
+    next sweep, however many deliveries due before it still wait in the queue."""
+    from rq import Queue
+    from rq.job import Job
+
+    app.config.update(QUEUE_MODE="rq", REDIS_URL=redis_url)
+    waiting = Queue("webhooks", connection=redis_client)
+    with Receiver() as receiver:
+        register(tenant, receiver.url)
+        for _ in range(5):
+            emit(tenant)
+    *queued, lost = Delivery.select().order_by(Delivery.next_attempt_at, Delivery.id)
+    Job.fetch(lost.job_id, connection=redis_client).delete()
+    assert deliveries.sweep(batch=2) == 1
+    assert waiting.job_ids == [d.job_id for d in queued] + [Delivery.get_by_id(lost.id).job_id]
+
+
+def test_sweeper_enqueues_a_due_delivery_that_never_had_a_job(app, tenant, redis_url):
+    """A row from before deliveries named their job (job_id empty) is enqueued once."""
+    app.config.update(QUEUE_MODE="rq", REDIS_URL=redis_url)
+    with Receiver() as receiver:
+        webhook = register(tenant, receiver.url)
+        [delivery] = due_deliveries(tenant, webhook, 1)
+    assert delivery.job_id is None
+    assert deliveries.sweep() == 1 and deliveries.sweep() == 0
+    assert queue.known(Delivery.get_by_id(delivery.id).job_id)
 
 
 def test_emit_creates_one_delivery_per_active_subscribed_webhook(tenant, other_tenant):
