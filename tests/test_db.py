@@ -2,13 +2,15 @@
 
 import sqlite3
 import time
+import uuid
 
 import peewee
 import pytest
+from playhouse.db_url import connect
 
 from app import db
 from app.models import ALL_MODELS, JSONField
-from tests.conftest import using_postgres
+from tests.conftest import TEST_DATABASE_URL, using_postgres
 
 
 def test_migrations_create_every_table_from_empty(tmp_path):
@@ -20,6 +22,7 @@ def test_migrations_create_every_table_from_empty(tmp_path):
         "004_key_scopes_and_audit",
         "005_users",
         "006_event_call_id",
+        "007_event_seq",
     ]
     tables = set(database.get_tables())
     assert {model._meta.table_name for model in ALL_MODELS} <= tables
@@ -56,10 +59,84 @@ def test_the_call_id_migration_fills_in_the_events_already_kept(tmp_path):
             "VALUES (?, 'ten_1', ?, ?, '2026-01-01')",
             (event_id, type, data),
         )
-    assert db.upgrade(database) == ["006_event_call_id"]
+    assert db.upgrade(database) == ["006_event_call_id", "007_event_seq"]
     rows = database.execute_sql("SELECT id, call_id FROM event ORDER BY id").fetchall()
     assert rows == [("evt_1", "call_1"), ("evt_2", "call_1"), ("evt_3", "call_2"), ("evt_4", None)]
     database.close()
+
+
+@pytest.fixture
+def empty_database(tmp_path):
+    """An empty database of the pass's kind: a SQLite file, or a PostgreSQL database of its
+    own (dropped after)."""
+    if not using_postgres():
+        database = db.make_database(f"sqlite:///{tmp_path / 'empty.db'}")
+        yield database
+        db.close_all(database)
+        return
+    name = f"va_migrate_{uuid.uuid4().hex[:10]}"
+    admin = connect(TEST_DATABASE_URL)
+    admin.execute_sql(f'CREATE DATABASE "{name}"')
+    database = connect(TEST_DATABASE_URL.rsplit("/", 1)[0] + "/" + name)
+    yield database
+    database.close()
+    admin.execute_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    admin.close()
+
+
+def test_the_seq_migration_numbers_each_tenants_kept_events_in_order(empty_database):
+    """Oldest first (ties by id), from 1 per tenant; the counter continues from the last;
+    the deliveries of those events are all kept."""
+    database = empty_database
+    db.migration_router(database).run("006_event_call_id")
+    for tenant_id in ("ten_1", "ten_2", "ten_3"):
+        database.execute_sql(
+            "INSERT INTO tenant (id, name, plan, low_balance_threshold, balance_minutes, "
+            "lifetime_purchased_minutes, lifetime_used_minutes, reserved_minutes, calls_count, "
+            f"created_at) VALUES ('{tenant_id}', '{tenant_id}', 'starter', 10, 0, 0, 0, 0, 0, "
+            "'2026-01-01')"
+        )
+    kept = [
+        ("evt_b", "ten_1", "2026-01-01 00:00:01"),
+        ("evt_a", "ten_1", "2026-01-01 00:00:01"),
+        ("evt_c", "ten_1", "2026-01-01 00:00:00.500000"),
+        ("evt_d", "ten_2", "2026-01-02 00:00:00"),
+        ("evt_e", "ten_1", "2026-01-03 00:00:00"),
+    ]
+    for event_id, tenant_id, created_at in kept:
+        database.execute_sql(
+            "INSERT INTO event (id, tenant_id, type, data, created_at) VALUES "
+            f"('{event_id}', '{tenant_id}', 'call.ended', '{{}}', '{created_at}')"
+        )
+    database.execute_sql(
+        "INSERT INTO webhook (id, tenant_id, url, events, secret, is_active, created_at, "
+        "updated_at) VALUES ('wh_1', 'ten_1', 'https://x.example', '[]', 's', true, "
+        "'2026-01-01', '2026-01-01')"
+    )
+    for number, event_id in enumerate(("evt_a", "evt_d")):
+        database.execute_sql(
+            "INSERT INTO delivery (id, tenant_id, webhook_id, event_id, status, attempts, "
+            f"created_at, updated_at) VALUES ('dlv_{number}', 'ten_1', 'wh_1', '{event_id}', "
+            "'pending', 0, '2026-01-01', '2026-01-01')"
+        )
+
+    assert db.upgrade(database) == ["007_event_seq"]
+    rows = database.execute_sql("SELECT tenant_id, id, seq FROM event ORDER BY tenant_id, seq")
+    assert rows.fetchall() == [
+        ("ten_1", "evt_c", 1),
+        ("ten_1", "evt_a", 2),
+        ("ten_1", "evt_b", 3),
+        ("ten_1", "evt_e", 4),
+        ("ten_2", "evt_d", 1),
+    ]
+    counters = database.execute_sql("SELECT id, event_seq FROM tenant ORDER BY id").fetchall()
+    assert counters == [("ten_1", 4), ("ten_2", 1), ("ten_3", 0)]
+    assert database.execute_sql("SELECT count(*) FROM delivery").fetchone() == (2,)
+    with pytest.raises(peewee.IntegrityError):  # one seq per tenant
+        database.execute_sql(
+            "INSERT INTO event (id, tenant_id, type, data, created_at, seq) VALUES "
+            "('evt_f', 'ten_2', 'call.ended', '{}', '2026-01-04', 1)"
+        )
 
 
 @pytest.mark.sqlite_only

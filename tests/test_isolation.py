@@ -4,9 +4,9 @@ import re
 
 import pytest
 
-from app.models import ALL_MODELS, Delivery, Event
+from app.models import ALL_MODELS, Delivery
 from app.resources import TENANT_BLUEPRINTS
-from app.services import billing
+from app.services import billing, events
 from app.services import calls as call_service
 from app.services import functions as function_service
 from app.services import phone_numbers as number_service
@@ -24,7 +24,7 @@ def make_webhook(ctx):
 
 
 def make_delivery(ctx):
-    event = Event.create(id=new_id("evt"), tenant=ctx["tenant"], type="call.ended", data={})
+    event = events.record(tenant_id=ctx["tenant"].id, type="call.ended", data={})
     return Delivery.create(
         id=new_id("dlv"), tenant=ctx["tenant"], webhook=make_webhook(ctx), event=event
     )
@@ -66,6 +66,7 @@ FACTORIES = {
     "call_id": make_call,
     "webhook_id": lambda ctx: make_webhook(ctx).id,
     "delivery_id": lambda ctx: make_delivery(ctx).id,
+    "event_id": lambda ctx: make_delivery(ctx).event_id,
 }
 
 # The body of each route that reads one: valid (the owner's same request succeeds, so the
@@ -131,7 +132,7 @@ def test_other_tenant_gets_404_and_changes_nothing(
             owner = client.open(path, method=method, json=body, headers=headers)
             assert owner.status_code in (200, 201), f"{method} {path}: {owner.status_code}"
         checked.append(f"{method} {rule.rule}")
-    assert len(checked) == 14, checked  # every tenant route and verb taking an id
+    assert len(checked) == 15, checked  # every tenant route and verb taking an id
 
 
 def test_lists_show_nothing_of_another_tenant(app, client, tenant, agent_id, other_headers):

@@ -188,10 +188,9 @@ def _record_call(
         },
         occurred_at=now,
     )
-    # Last, since the tenant row's lock is held until commit: concurrent calls of the tenant
-    # wait on it for as short a time as possible. Counts the call; the UPDATE takes the
-    # tenant row's lock, so the balance and holds it returns stay current until commit, and
-    # the hold taken below is the only one taken from them.
+    # The tenant row is locked from the event above (its seq) until commit, so the balance
+    # and holds this UPDATE returns, as it counts the call, stay current until then, and the
+    # hold taken below is the only one taken from them.
     counted = (
         Tenant.update(calls_count=Tenant.calls_count + 1)
         .where(Tenant.id == line.tenant_id)

@@ -18,6 +18,7 @@ import random
 import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import peewee as pw
 from flask import current_app
@@ -49,15 +50,19 @@ def sign_standard(secret: str, message_id: str, timestamp: int, body: bytes) -> 
     return "v1," + base64.b64encode(digest).decode()
 
 
-def event_body(event: Event) -> bytes:
-    """The JSON body: the same bytes on every attempt."""
-    payload = {
+def event_payload(event: Event) -> dict[str, Any]:
+    """The event as every delivery's body and the event log (GET /events) show it."""
+    return {
         "id": event.id,
         "event": event.type,
         "timestamp": isoformat(event.created_at),
         "data": event.data,
     }
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def event_body(event: Event) -> bytes:
+    """The JSON body: the same bytes on every attempt."""
+    return json.dumps(event_payload(event), separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def request_headers(

@@ -6,11 +6,12 @@ from typing import Any
 from app import outbound
 from app.db import database
 from app.errors import Conflict, NotFound
-from app.models import Delivery, Event, Tenant, Webhook
+from app.models import Delivery, Tenant, Webhook
 from app.services import deliveries
+from app.services import events as event_service
 from app.util import new_id, utcnow
 
-TEST_EVENT = "webhook.test"
+TEST_EVENT = event_service.TEST_EVENT
 
 
 def new_secret() -> str:
@@ -78,9 +79,8 @@ def send_test(*, tenant: Tenant, webhook_id: str) -> Delivery:
         webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
         if not webhook.is_active:
             raise Conflict("The webhook is disabled: enable it before sending a test event.")
-        event = Event.create(
-            id=new_id("evt"),
-            tenant=tenant,
+        event = event_service.record(
+            tenant_id=tenant.id,
             type=TEST_EVENT,
             data={"webhookId": webhook.id, "message": "A test event from the Voice Agent API."},
         )

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 
 from app.models import Delivery, DeliveryAttempt, Event, Webhook
-from app.services import maintenance
+from app.services import events, maintenance
 from app.util import new_id, utcnow
 
 sqlite_only = pytest.mark.sqlite_only
@@ -27,9 +27,7 @@ def test_backup_on_postgres_points_to_pg_dump(runner, tmp_path):
 
 def make_event(tenant, webhook, *, age_days, status):
     created = utcnow() - timedelta(days=age_days)
-    event = Event.create(
-        id=new_id("evt"), tenant=tenant, type="call.ended", data={}, created_at=created
-    )
+    event = events.record(tenant_id=tenant.id, type="call.ended", data={}, occurred_at=created)
     delivery = Delivery.create(
         id=new_id("dlv"),
         tenant=tenant,
