@@ -120,6 +120,13 @@ def defer_job(delivery_id: str, job_id: str) -> None:
     queue.defer("webhooks", jobs.deliver_webhook, delivery_id, job_id=job_id)
 
 
+def defer_jobs(jobs_by_delivery: list[tuple[str, str]]) -> None:
+    """Enqueue many deliveries' jobs, (delivery id, job id) each, once the current
+    transaction commits."""
+    calls = [((delivery_id,), job_id) for delivery_id, job_id in jobs_by_delivery]
+    queue.defer_many("webhooks", jobs.deliver_webhook, calls)
+
+
 @dataclass
 class Sent:
     """What one attempt came to, before it is written."""
