@@ -79,3 +79,28 @@ def test_prune_respects_days_option(runner, tenant):
 def test_prune_rejects_zero_days():
     with pytest.raises(Exception, match="at least 1 day"):
         maintenance.prune(older_than_days=0)
+
+
+def test_after_a_prune_the_log_starts_at_the_oldest_kept_and_numbers_on(
+    runner, client, headers, tenant
+):
+    """The pruned events leave the log (a cursor on one is 404, saying why); the kept ones
+    keep their place and new events take the numbers after the last one ever given."""
+    webhook = Webhook.create(
+        id=new_id("wh"),
+        tenant=tenant,
+        url="https://x.example",
+        events=["call.ended"],
+        secret="s" * 16,
+    )
+    pruned = [make_event(tenant, webhook, age_days=40, status="succeeded") for _ in range(3)]
+    kept = [make_event(tenant, webhook, age_days=age, status="succeeded") for age in (3, 2)]
+    assert runner.invoke(args=["maintenance", "prune"]).exit_code == 0
+    listed = client.get("/api/v1/events", headers=headers).json
+    assert [event["id"] for event in listed["events"]] == [event.id for event in kept]
+    response = client.get("/api/v1/events", query_string={"after": pruned[-1].id}, headers=headers)
+    assert response.status_code == 404 and "retention" in response.json["error"]["message"]
+    newer = events.record(tenant_id=tenant.id, type="call.ended", data={})
+    assert newer.seq == 6
+    after_kept = client.get("/api/v1/events", query_string={"after": kept[-1].id}, headers=headers)
+    assert [event["id"] for event in after_kept.json["events"]] == [newer.id]
