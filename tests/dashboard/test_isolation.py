@@ -36,6 +36,7 @@ FORM = {
     "endpoint": "http://127.0.0.1:9/x",
     "parameters": '{"type": "object", "properties": {}}',
     "confirm": "yes",
+    "since": "2000-01-01T00:00",
 }
 
 
