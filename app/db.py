@@ -83,10 +83,31 @@ def migration_router(db: peewee.Database | None = None) -> Router:
 
 
 def upgrade(db: peewee.Database | None = None) -> list[str]:
-    """Apply every pending migration; return the names applied."""
-    router = migration_router(db)
+    """Apply every pending migration; return the names applied.
+
+    On SQLite, foreign keys are off while the migrations run. SQLite changes a column (makes
+    it NOT NULL, say) by copying the table and dropping the old one, and with foreign keys on
+    that DROP deletes every row that refers to the table (ON DELETE CASCADE): an API key
+    column added to the tenant table deleted every key. The pragma cannot change inside the
+    transaction a migration runs in, so it is set around them, and foreign_key_check then
+    proves that every reference still holds.
+    """
+    target = db or database.obj
+    router = migration_router(target)
     pending = router.diff
-    router.run()
+    if not pending:
+        return []
+    if not isinstance(target, peewee.SqliteDatabase):
+        router.run()
+        return list(pending)
+    target.pragma("foreign_keys", 0)
+    try:
+        router.run()
+    finally:
+        target.pragma("foreign_keys", 1)
+    broken = target.execute_sql("PRAGMA foreign_key_check").fetchall()
+    if broken:
+        raise RuntimeError(f"The migrations left rows whose references broke: {broken[:5]}")
     return list(pending)
 
 

@@ -65,6 +65,28 @@ def test_the_call_id_migration_fills_in_the_events_already_kept(tmp_path):
     database.close()
 
 
+def test_migrations_that_rebuild_a_sqlite_table_keep_the_rows_that_refer_to_it(tmp_path):
+    """003 adds a NOT NULL column to tenant, which SQLite does by copying the table and
+    dropping the old one: with foreign keys on, that dropped every tenant's keys."""
+    database = db.make_database(f"sqlite:///{tmp_path / 'old.db'}")
+    db.migration_router(database).run("002_delivery_job_id")
+    database.execute_sql(
+        "INSERT INTO tenant (id, name, plan, low_balance_threshold, balance_minutes, "
+        "lifetime_purchased_minutes, lifetime_used_minutes, calls_count, created_at) "
+        "VALUES ('ten_1', 'acme', 'starter', 10, 0, 0, 0, 0, '2026-01-01')"
+    )
+    database.execute_sql(
+        "INSERT INTO api_key (id, tenant_id, name, prefix, key_hash, created_at) "
+        "VALUES ('key_1', 'ten_1', 'main', 'dkl_abc', 'hash', '2026-01-01')"
+    )
+    assert len(db.upgrade(database)) == 5
+    assert database.execute_sql("SELECT id, tenant_id, scope FROM api_key").fetchall() == [
+        ("key_1", "ten_1", "full")
+    ]
+    assert database.execute_sql("PRAGMA foreign_keys").fetchone() == (1,)
+    db.close_all(database)
+
+
 @pytest.fixture
 def empty_database(tmp_path):
     """An empty database of the pass's kind: a SQLite file, or a PostgreSQL database of its
