@@ -31,21 +31,37 @@ TEST_EVENT = "webhook.test"
 LOGGED_TYPES = (*EVENT_TYPES, TEST_EVENT)
 
 
+def take_seq() -> Any:
+    """The SET of an UPDATE of the tenant row that takes its next seq; RETURN Tenant.event_seq.
+
+    For a caller that updates the tenant row anyway (counting a call): one statement, not two.
+    """
+    return {Tenant.event_seq: Tenant.event_seq + 1}
+
+
 def record(
-    *, tenant_id: str, type: str, data: dict[str, Any], occurred_at: datetime | None = None
+    *,
+    tenant_id: str,
+    type: str,
+    data: dict[str, Any],
+    occurred_at: datetime | None = None,
+    seq: int | None = None,
 ) -> Event:
     """Write an event with its tenant's next seq; call inside a transaction (the tenant row
-    stays locked until it commits, so keep what follows short)."""
-    taken = (
-        Tenant.update(event_seq=Tenant.event_seq + 1)
-        .where(Tenant.id == tenant_id)
-        .returning(Tenant.event_seq)
-        .tuples()
-        .execute()
-    )
-    row = next(iter(taken), None)
-    if row is None:
-        raise NotFound(f"Tenant {tenant_id} not found.")
+    stays locked until it commits, so keep what follows short). seq: one the caller took
+    already in this transaction (take_seq)."""
+    if seq is None:
+        taken = (
+            Tenant.update(take_seq())
+            .where(Tenant.id == tenant_id)
+            .returning(Tenant.event_seq)
+            .tuples()
+            .execute()
+        )
+        row = next(iter(taken), None)
+        if row is None:
+            raise NotFound(f"Tenant {tenant_id} not found.")
+        seq = row[0]
     call_id = data.get("callId")
     return Event.create(
         id=new_id("evt"),
@@ -54,17 +70,22 @@ def record(
         data=data,
         created_at=occurred_at or utcnow(),
         call_id=call_id if isinstance(call_id, str) else None,
-        seq=row[0],
+        seq=seq,
     )
 
 
 def emit(
-    *, tenant_id: str, type: str, data: dict[str, Any], occurred_at: datetime | None = None
+    *,
+    tenant_id: str,
+    type: str,
+    data: dict[str, Any],
+    occurred_at: datetime | None = None,
+    seq: int | None = None,
 ) -> Event:
     """Record an event and one pending delivery per active webhook subscribed to it.
 
     Call inside the transaction of the change that caused it: the delivery jobs are enqueued
-    once it commits.
+    once it commits. seq: as record's.
     """
     # Read before record() locks the tenant row: the lock is held for as short a time as can be.
     webhooks = list(
@@ -72,7 +93,7 @@ def emit(
             (Webhook.tenant == tenant_id) & Webhook.is_active
         )
     )
-    event = record(tenant_id=tenant_id, type=type, data=data, occurred_at=occurred_at)
+    event = record(tenant_id=tenant_id, type=type, data=data, occurred_at=occurred_at, seq=seq)
     deliveries = [
         {
             "id": new_id("dlv"),
