@@ -98,9 +98,9 @@ API_SPEC_OPTIONS = {
     "info": {
         "description": (
             "Manage AI voice agents, phone numbers, calls, credits, webhooks and agent "
-            "functions. Authenticate with the `x-api-key` header. A read-only key (scope "
-            "`read`) may only GET: anything else is 403 with code `insufficient_scope`; an "
-            "expired or revoked key is 401.\n\n"
+            "functions, and read the event log the webhooks deliver. Authenticate with the "
+            "`x-api-key` header. A read-only key (scope `read`) may only GET: anything else "
+            "is 403 with code `insufficient_scope`; an expired or revoked key is 401.\n\n"
             "**Errors** always have the body "
             '`{"error": {"code", "message", "details", "requestId"}}`.\n\n'
             "**Request bodies** are JSON (415 otherwise) of at most 1 MiB (413), nested at most "

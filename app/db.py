@@ -127,12 +127,31 @@ def upgrade(db: peewee.Database | None = None) -> list[str]:
 
     Safe to run on several hosts at once: under migration_lock, the first applies what is
     pending and the others then find nothing left to apply.
+
+    On SQLite, foreign keys are off while the migrations run. SQLite changes a column (makes
+    it NOT NULL, say) by copying the table and dropping the old one, and with foreign keys on
+    that DROP deletes every row that refers to the table (ON DELETE CASCADE): an API key
+    column added to the tenant table deleted every key. The pragma cannot change inside a
+    transaction (migration_lock holds one on SQLite), so it is set around the lock, and
+    foreign_key_check then proves that every reference still holds.
     """
     target = db or database.obj
-    with migration_lock(target):
-        router = migration_router(target)
-        pending = router.diff
-        router.run()
+    target.connect(reuse_if_open=True)
+    sqlite = isinstance(target, peewee.SqliteDatabase)
+    if sqlite:
+        target.execute_sql("PRAGMA foreign_keys = OFF")
+    try:
+        with migration_lock(target):
+            router = migration_router(target)
+            pending = router.diff
+            router.run()
+    finally:
+        if sqlite:
+            target.execute_sql("PRAGMA foreign_keys = ON")
+    if sqlite and pending:
+        broken = target.execute_sql("PRAGMA foreign_key_check").fetchall()
+        if broken:
+            raise RuntimeError(f"The migrations left rows whose references broke: {broken[:5]}")
     return list(pending)
 
 

@@ -36,6 +36,8 @@ class Tenant(BaseModel):
     lifetime_used_minutes = pw.BigIntegerField(default=0)
     reserved_minutes = pw.BigIntegerField(default=0)  # held by open calls: the sum of their holds
     calls_count = pw.BigIntegerField(default=0)  # maintained total for call-list pagination
+    # The seq of the tenant's latest event: each new event takes the next one (events.record).
+    event_seq = pw.BigIntegerField(default=0)
     created_at = pw.DateTimeField(default=utcnow)
 
     @property
@@ -172,10 +174,13 @@ class Event(BaseModel):
     created_at = pw.DateTimeField(default=utcnow)  # when it happened: the body's timestamp
     # data's callId, for the events about a call: a call's page finds them by this index.
     call_id = pw.CharField(max_length=32, null=True)
+    # The event's place in its tenant's log: 1, 2, 3, … in the order the events committed.
+    seq = pw.BigIntegerField()
     delivery_list: list["Delivery"]  # not a column: filled by events.for_call
 
     class Meta:
         indexes = (
+            (("tenant", "seq"), True),
             (("tenant", "created_at"), False),
             (("created_at",), False),
             (("call_id", "created_at"), False),
@@ -219,6 +224,8 @@ class Delivery(BaseModel):
         indexes = (
             (("status", "next_attempt_at"), False),
             (("webhook", "created_at"), False),
+            # A webhook's pending deliveries (counted before a replay); its log by status.
+            (("webhook", "status", "created_at"), False),
         )
 
 

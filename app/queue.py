@@ -41,6 +41,7 @@ JOB_OPTIONS: dict[str, dict[str, Any]] = {
     "webhooks": {"timeout": 120, "result_ttl": 10, "failure_ttl": 24 * 3600},
 }
 RESULT_POLL_S = 0.005
+ENQUEUE_BATCH = 1000  # jobs per Redis pipeline in enqueue_many
 
 
 def redis_connection(*, blocking: bool = False) -> Redis:
@@ -85,6 +86,36 @@ def enqueue(
         return True
     try:
         rq_queue(queue_name).enqueue_call(func, args, job_id=job_id, **JOB_OPTIONS[queue_name])
+    except RedisError as exc:
+        log.warning("could not enqueue %s on %s (%s)", func.__name__, queue_name, exc)
+        return False
+    return True
+
+
+def defer_many(queue_name: str, func: Callable[..., Any], calls: list[tuple[Any, str]]) -> None:
+    """Enqueue func(*args) for each (args, job_id) of calls once the current transaction
+    commits: many jobs at once (a replay), with few round trips to Redis."""
+    database.after_commit(partial(enqueue_many, queue_name, func, calls))
+
+
+def enqueue_many(queue_name: str, func: Callable[..., Any], calls: list[tuple[Any, str]]) -> bool:
+    """Send jobs to their RQ queue, ENQUEUE_BATCH per pipeline (RQ's enqueue_many), or run them
+    in inline mode as enqueue() does; False when Redis is unreachable (the sweeper enqueues
+    the deliveries again from their rows)."""
+    if inline():
+        for args, job_id in calls:
+            enqueue(queue_name, func, *args, job_id=job_id)
+        return True
+    rq = rq_queue(queue_name)
+    options = JOB_OPTIONS[queue_name]
+    try:
+        for start in range(0, len(calls), ENQUEUE_BATCH):
+            rq.enqueue_many(
+                [
+                    Queue.prepare_data(func, args, job_id=job_id, **options)
+                    for args, job_id in calls[start : start + ENQUEUE_BATCH]
+                ]
+            )
     except RedisError as exc:
         log.warning("could not enqueue %s on %s (%s)", func.__name__, queue_name, exc)
         return False

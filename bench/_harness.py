@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -38,6 +39,7 @@ def free_port() -> int:
 
 
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
+POSTGRES_URL = os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 RUNTIME_TOKEN = "bench-runtime-token"
 RUNTIME_HEADERS = {"Authorization": f"Bearer {RUNTIME_TOKEN}", "Content-Type": "application/json"}
 
@@ -91,6 +93,31 @@ def _stop(process: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+@contextmanager
+def postgres_database() -> Iterator[str | None]:
+    """A fresh PostgreSQL database for the run, dropped after; None when none answers."""
+    import psycopg2
+
+    try:
+        admin = psycopg2.connect(POSTGRES_URL, connect_timeout=3)
+    except psycopg2.Error:
+        yield None
+        return
+    admin.autocommit = True
+    name = f"va_bench_{uuid.uuid4().hex[:10]}"
+    with admin.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE {name}")
+    try:
+        yield POSTGRES_URL.rsplit("/", 1)[0] + "/" + name
+    finally:
+        from app import db
+
+        db.close_all()
+        with admin.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.close()
 
 
 @contextmanager

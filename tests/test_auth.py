@@ -90,6 +90,7 @@ READS = [
     "/webhooks",
     "/webhooks/{webhook}",
     "/webhooks/{webhook}/deliveries",
+    "/events",
 ]
 
 WRITES = [
@@ -106,6 +107,7 @@ WRITES = [
     ("DELETE", "/webhooks/{webhook}", None),
     ("POST", "/webhooks/{webhook}/test", None),
     ("POST", "/webhooks/deliveries/dlv_00000000000000000000/retry", None),
+    ("POST", "/webhooks/{webhook}/replay", {"since": "2000-01-01T00:00:00Z"}),
 ]
 
 

@@ -23,6 +23,7 @@ BODY_ROUTES = [
     ("POST", "/api/v1/phone-numbers/pn_x/assign-agent"),
     ("POST", "/api/v1/webhooks"),
     ("PATCH", "/api/v1/webhooks/wh_x"),
+    ("POST", "/api/v1/webhooks/wh_x/replay"),
     ("POST", RUNTIME),
     ("POST", f"{RUNTIME}/call_x/answered"),
     ("POST", f"{RUNTIME}/call_x/transcript"),
@@ -239,6 +240,28 @@ def test_bad_paging_is_a_validation_error_naming_it(
     response = client.get(path.format(webhook=webhook_id) + "?" + query, headers=headers)
     error = assert_error(response, 422, "validation_error")
     assert set(error["details"]) == {field}
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("limit=" + "9" * 5000, "limit"),
+        ("limit=1e400", "limit"),
+        ("limit=NaN", "limit"),
+        ("after=evt_' OR 1=1 --", "after"),
+        ("after=" + "x" * 5000, "after"),
+        ("after=evt_aaaaaaaaaaaaaaaaaaa%00", "after"),
+        ("types=call.ended%00", "types"),
+        ("types=" + "call.ended," * 500, "types"),  # a name left empty at the end
+        ("types=%E2%80%AEcall.ended", "types"),
+        ("types=call.ended' OR 1=1 --", "types"),
+    ],
+)
+def test_event_log_parameters_are_checked(client, headers, query, field):
+    error = assert_error(
+        client.get("/api/v1/events?" + query, headers=headers), 422, "validation_error"
+    )
+    assert field in error["details"]
 
 
 @pytest.mark.parametrize("path", PAGED)

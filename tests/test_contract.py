@@ -5,7 +5,7 @@ WSGI app in-process: no 5xx, and every response has a status the document lists 
 (not only through "default"), the documented content type, headers and body schema.
 
 Path parameters are the generated ones or, half the time, the ids of records that exist
-(an agent, a number, a function, a call, a webhook and a delivery of the tenant), so the
+(an agent, a number, a function, a call, a webhook, a delivery and an event of the tenant), so the
 operations are fuzzed past their 404s. A fuzzed DELETE or "ended" that consumes one of them
 is undone before the next case. Jobs go to the tests' Redis database, which no worker
 reads here, so nothing generated is ever sent anywhere (and the function's endpoint is a
@@ -24,6 +24,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+from marshmallow import ValidationError
 from redis import Redis
 from urllib3.util import parse_url
 
@@ -31,6 +32,7 @@ from app import create_app, db
 from app.extensions import api
 from app.models import Agent, ApiKey, Call, Delivery, Function, IdempotencyKey, Webhook
 from app.resources.functions.schemas import NAME
+from app.resources.webhooks.schemas import ReplayRequestSchema
 from app.services import billing
 from app.services import calls as call_service
 from app.services import functions as function_service
@@ -39,7 +41,7 @@ from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
 from app.services import webhooks as webhook_service
 from app.services.functions import MIN_TIMEOUT_MS
-from app.util import new_id
+from app.util import new_id, utcnow
 from tests.conftest import RUNTIME_TOKEN, fresh_database_url
 
 pytestmark = pytest.mark.sqlite_only
@@ -102,9 +104,8 @@ class World:
         if call is None or call.status not in ("ringing", "answered"):
             self.ids["call_id"] = call_service.start_call(did=DID, caller_number="+628111").call.id
         if not Delivery.select().where(Delivery.id == self.ids.get("delivery_id")).exists():
-            self.ids["delivery_id"] = webhook_service.send_test(
-                tenant=tenant, webhook_id=self.ids["webhook_id"]
-            ).id
+            delivery = webhook_service.send_test(tenant=tenant, webhook_id=self.ids["webhook_id"])
+            self.ids["delivery_id"], self.ids["event_id"] = delivery.id, delivery.event_id
 
 
 class Target:
@@ -212,6 +213,19 @@ def breaks_a_rule_in_words(case) -> bool:
     )
 
 
+def replays_an_empty_range(case) -> bool:
+    """A replay whose since is not before its until (now when it is left out): a rule
+    between two fields (and the clock) that the document states in words."""
+    body = case.body if case.operation.path.endswith("/replay") else None
+    if not isinstance(body, dict):
+        return False
+    try:
+        loaded = ReplayRequestSchema().load(body)
+    except ValidationError:
+        return False
+    return loaded["since"] >= loaded.get("until", utcnow())
+
+
 def names_no_valid_host(case) -> bool:
     """A receiver URL whose host breaks the rule its description states in words: labels of
     1 to 63 characters, 253 in all (a pattern cannot count the whole name), once read as the
@@ -248,10 +262,12 @@ def status_is_documented(ctx, response, case):
     suppress_health_check=list(HealthCheck),
 )
 def test_operation_conforms_to_the_document(case, world):
-    if (case.method in ("POST", "PATCH") and breaks_a_rule_in_words(case)) or names_no_valid_host(
-        case
-    ):
+    if case.method in ("POST", "PATCH") and breaks_a_rule_in_words(case):
         return  # a 422 either way, whether schemathesis meant the body as valid or not
+    if case.method == "POST" and replays_an_empty_range(case):
+        return  # a 422 either way, as above
+    if names_no_valid_host(case):
+        return
     world.ensure()
     world.cases[case.operation.label] += 1
     case.call_and_validate(additional_checks=[status_is_documented])
@@ -263,5 +279,5 @@ def test_every_operation_got_its_cases(world):
         pytest.skip("the fuzz test did not run in this session")
     labels = [result.ok().label for result in schema.get_all_operations()]
     api_labels = [label for label in labels if "/api/v1/" in label or "/internal/v1/" in label]
-    assert len(api_labels) == 29
+    assert len(api_labels) == 32
     assert {label: world.cases[label] for label in api_labels if world.cases[label] < 100} == {}

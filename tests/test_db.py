@@ -27,6 +27,7 @@ def test_migrations_create_every_table_from_empty(tmp_path):
         "004_key_scopes_and_audit",
         "005_users",
         "006_event_call_id",
+        "007_event_seq",
         "008_idempotency_keys",
         "009_function_timeout",
     ]
@@ -69,6 +70,28 @@ def test_the_call_id_migration_fills_in_the_events_already_kept(tmp_path):
     rows = database.execute_sql("SELECT id, call_id FROM event ORDER BY id").fetchall()
     assert rows == [("evt_1", "call_1"), ("evt_2", "call_1"), ("evt_3", "call_2"), ("evt_4", None)]
     database.close()
+
+
+def test_migrations_that_rebuild_a_sqlite_table_keep_the_rows_that_refer_to_it(tmp_path):
+    """003 adds a NOT NULL column to tenant, which SQLite does by copying the table and
+    dropping the old one: with foreign keys on, that dropped every tenant's keys."""
+    database = db.make_database(f"sqlite:///{tmp_path / 'old.db'}")
+    db.migration_router(database).run("002_delivery_job_id")
+    database.execute_sql(
+        "INSERT INTO tenant (id, name, plan, low_balance_threshold, balance_minutes, "
+        "lifetime_purchased_minutes, lifetime_used_minutes, calls_count, created_at) "
+        "VALUES ('ten_1', 'acme', 'starter', 10, 0, 0, 0, 0, '2026-01-01')"
+    )
+    database.execute_sql(
+        "INSERT INTO api_key (id, tenant_id, name, prefix, key_hash, created_at) "
+        "VALUES ('key_1', 'ten_1', 'main', 'dkl_abc', 'hash', '2026-01-01')"
+    )
+    assert db.upgrade(database)[0] == "003_credit_reservation"
+    assert database.execute_sql("SELECT id, tenant_id, scope FROM api_key").fetchall() == [
+        ("key_1", "ten_1", "full")
+    ]
+    assert database.execute_sql("PRAGMA foreign_keys").fetchone() == (1,)
+    db.close_all(database)
 
 
 @contextmanager
@@ -130,6 +153,61 @@ def test_function_timeouts_default_to_5000_ms_before_and_after_the_migration(tmp
         insert_function(database, "fn_old_code")
         rows = database.execute_sql("SELECT id, timeout_ms FROM function ORDER BY id").fetchall()
         assert [tuple(row) for row in rows] == [("fn_kept", 5000), ("fn_old_code", 5000)]
+
+
+def test_the_seq_migration_numbers_each_tenants_kept_events_in_order(tmp_path):
+    """Oldest first (ties by id), from 1 per tenant; the counter continues from the last;
+    the deliveries of those events are all kept."""
+    with empty_database(tmp_path) as database:
+        db.migration_router(database).run("006_event_call_id")
+        for tenant_id in ("ten_1", "ten_2", "ten_3"):
+            database.execute_sql(
+                "INSERT INTO tenant (id, name, plan, low_balance_threshold, balance_minutes, "
+                "lifetime_purchased_minutes, lifetime_used_minutes, reserved_minutes, calls_count, "
+                f"created_at) VALUES ('{tenant_id}', '{tenant_id}', 'starter', 10, 0, 0, 0, 0, 0, "
+                "'2026-01-01')"
+            )
+        kept = [
+            ("evt_b", "ten_1", "2026-01-01 00:00:01"),
+            ("evt_a", "ten_1", "2026-01-01 00:00:01"),
+            ("evt_c", "ten_1", "2026-01-01 00:00:00.500000"),
+            ("evt_d", "ten_2", "2026-01-02 00:00:00"),
+            ("evt_e", "ten_1", "2026-01-03 00:00:00"),
+        ]
+        for event_id, tenant_id, created_at in kept:
+            database.execute_sql(
+                "INSERT INTO event (id, tenant_id, type, data, created_at) VALUES "
+                f"('{event_id}', '{tenant_id}', 'call.ended', '{{}}', '{created_at}')"
+            )
+        database.execute_sql(
+            "INSERT INTO webhook (id, tenant_id, url, events, secret, is_active, created_at, "
+            "updated_at) VALUES ('wh_1', 'ten_1', 'https://x.example', '[]', 's', true, "
+            "'2026-01-01', '2026-01-01')"
+        )
+        for number, event_id in enumerate(("evt_a", "evt_d")):
+            database.execute_sql(
+                "INSERT INTO delivery (id, tenant_id, webhook_id, event_id, status, attempts, "
+                f"created_at, updated_at) VALUES ('dlv_{number}', 'ten_1', 'wh_1', '{event_id}', "
+                "'pending', 0, '2026-01-01', '2026-01-01')"
+            )
+
+        assert db.migration_router(database).run("007_event_seq") == ["007_event_seq"]
+        rows = database.execute_sql("SELECT tenant_id, id, seq FROM event ORDER BY tenant_id, seq")
+        assert rows.fetchall() == [
+            ("ten_1", "evt_c", 1),
+            ("ten_1", "evt_a", 2),
+            ("ten_1", "evt_b", 3),
+            ("ten_1", "evt_e", 4),
+            ("ten_2", "evt_d", 1),
+        ]
+        counters = database.execute_sql("SELECT id, event_seq FROM tenant ORDER BY id").fetchall()
+        assert counters == [("ten_1", 4), ("ten_2", 1), ("ten_3", 0)]
+        assert database.execute_sql("SELECT count(*) FROM delivery").fetchone() == (2,)
+        with pytest.raises(peewee.IntegrityError):  # one seq per tenant
+            database.execute_sql(
+                "INSERT INTO event (id, tenant_id, type, data, created_at, seq) VALUES "
+                "('evt_f', 'ten_2', 'call.ended', '{}', '2026-01-04', 1)"
+            )
 
 
 @pytest.mark.sqlite_only

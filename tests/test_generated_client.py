@@ -2,10 +2,10 @@
 
 openapi-python-client generates the client from /api/v1/openapi.json as gunicorn serves it
 on 127.0.0.1; the client then runs every tenant resource: agents, phone numbers, calls (made
-through the runtime API with plain requests), credits, webhooks with their deliveries (sent
-by a real worker to a real receiver) and functions. It raises on any status the document
-does not list, and every answer must parse into its model. A webhook is created twice with
-one Idempotency-Key, the client's own parameter.
+through the runtime API with plain requests), credits, the event log, webhooks with their
+deliveries (sent by a real worker to a real receiver) and a replay, and functions. It raises
+on any status the document does not list, and every answer must parse into its model. A
+webhook is created twice with one Idempotency-Key, the client's own parameter.
 """
 
 import datetime
@@ -228,6 +228,30 @@ def create_webhook(sdk, client, url):
     return webhook
 
 
+def run_events(sdk, client, webhook, call_id):
+    """The call's events in the log, one with its deliveries, and a replay of them all."""
+    models = sdk.models
+    listing = operation("events", "list_events").sync_detailed(client=client, limit=1)
+    first = parsed(listing, 200)
+    assert first.has_more is True and first.events[0].event == models.EventEvent.CALL_STARTED
+    rest = operation("events", "list_events").sync_detailed(
+        client=client, after=first.next_after, types="call.answered,call.ended"
+    )
+    page = parsed(rest, 200)
+    assert [event.event.value for event in page.events] == ["call.answered", "call.ended"]
+    assert page.has_more is False and page.events[1].data["callId"] == call_id
+    ended = page.events[1]
+    detail = parsed(operation("events", "get_event").sync_detailed(ended.id, client=client), 200)
+    assert detail.timestamp == ended.timestamp and detail.data.to_dict() == ended.data.to_dict()
+    (delivery,) = detail.deliveries
+    assert delivery.webhook_id == webhook.id and delivery.status.value == "succeeded"
+    body = models.ReplayRequest(since=first.events[0].timestamp)
+    replay = operation("webhooks", "replay_webhook").sync_detailed(
+        webhook.id, client=client, body=body
+    )
+    assert parsed(replay, 202).replayed == 2  # call.started and call.ended: it subscribes to those
+
+
 def run_webhooks(sdk, client, webhook):
     """List, get, deliveries with their attempts, an update of one field, delete."""
     listed = parsed(operation("webhooks", "list_webhooks").sync_detailed(client=client), 200)
@@ -236,7 +260,8 @@ def run_webhooks(sdk, client, webhook):
     assert parsed(got, 200) == webhook
     deliveries = operation("webhooks", "list_deliveries").sync_detailed(webhook.id, client=client)
     log = parsed(deliveries, 200).deliveries
-    assert sorted(each.event for each in log) == ["call.ended", "call.started"]
+    # Each event twice: as it happened, and replayed.
+    assert sorted(each.event for each in log) == ["call.ended"] * 2 + ["call.started"] * 2
     for delivery in log:
         assert delivery.status.value == "succeeded" and delivery.completed_at is not None
         (attempt,) = delivery.attempts
@@ -271,6 +296,13 @@ def test_generated_client_runs_every_resource_against_a_real_server(sdk, server,
             20,
             "the call's events were not delivered",
         )
+        run_events(sdk, client, webhook, call_id)
+        wait_until(
+            lambda: Delivery.select().where(Delivery.status == "succeeded").count() == 4,
+            20,
+            "the replayed events were not delivered",
+        )
+        assert len(receiver.event_ids()) == 2 and len(receiver.requests) == 4
         run_webhooks(sdk, client, webhook)
         run_functions(sdk, client, agent)
         unassign = operation("phone_numbers", "assign_agent").sync_detailed(

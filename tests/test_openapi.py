@@ -271,6 +271,9 @@ NAMED_OPERATIONS = {
     ("post", "/api/v1/webhooks"): "createWebhook",
     ("patch", "/api/v1/agents/{agent_id}/functions/{name}"): "updateFunction",
     ("post", "/api/v1/agents/{agent_id}/functions/{name}/test"): "testFunction",
+    ("post", "/api/v1/webhooks/{webhook_id}/replay"): "replayWebhook",
+    ("get", "/api/v1/events"): "listEvents",
+    ("get", "/api/v1/events/{event_id}"): "getEvent",
     ("post", "/internal/v1/calls"): "startCall",
 }
 
@@ -374,6 +377,10 @@ def test_minimal_records_answer_as_their_response_schemas(client, headers, tenan
     call("get", "/api/v1/webhooks/{webhook_id}/deliveries", webhook_id=webhook_id)
     retry = "/api/v1/webhooks/deliveries/{delivery_id}/retry"
     call("post", retry, delivery_id=delivery["id"])
+    call("get", "/api/v1/events")
+    call("get", "/api/v1/events/{event_id}", event_id=delivery["eventId"])
+    replay = "/api/v1/webhooks/{webhook_id}/replay"
+    call("post", replay, {"since": "2000-01-01T00:00:00Z"}, webhook_id=webhook_id)
     runtime = {"auth": runtime_headers}
     started = {"did": number.display_number, "callerNumber": "+6281234567"}
     call_id = call("post", "/internal/v1/calls", started, **runtime)["id"]
@@ -392,6 +399,38 @@ def test_minimal_records_answer_as_their_response_schemas(client, headers, tenan
     call("get", "/api/v1/credits/transactions")
     call("get", "/healthz", auth={})
     call("get", "/readyz", auth={})
+
+
+def test_the_event_log_and_replay_document_their_answers(client):
+    """Their tag, their own request and response schemas, and each error they can answer."""
+    document = spec(client)
+    paths = document["paths"]
+    listing = paths["/api/v1/events"]["get"]
+    detail = paths["/api/v1/events/{event_id}"]["get"]
+    replay = paths["/api/v1/webhooks/{webhook_id}/replay"]["post"]
+    assert listing["tags"] == detail["tags"] == ["events"] and replay["tags"] == ["webhooks"]
+    parameters = {parameter["name"]: parameter for parameter in listing["parameters"]}
+    assert set(parameters) == {"after", "types", "limit"}
+    types = re.compile(parameters["types"]["schema"]["pattern"])
+    assert types.match("call.started,call.ended") and not types.match("call.started,")
+    limit = parameters["limit"]["schema"]
+    assert (limit["minimum"], limit["maximum"], limit["default"]) == (1, 100, 50)
+
+    def schema_of(answer):
+        return resolve(document, answer)["content"]["application/json"]["schema"]["$ref"]
+
+    assert schema_of(listing["responses"]["200"]).endswith("/EventList")
+    assert schema_of(detail["responses"]["200"]).endswith("/EventDetail")
+    assert schema_of(replay["responses"]["202"]).endswith("/Replay")
+    request = replay["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    assert request.endswith("/ReplayRequest")
+    assert {"404", "422"} <= set(listing["responses"]) and "404" in detail["responses"]
+    assert {"404", "409", "422"} <= set(replay["responses"])
+    conflicts = resolve(document, replay["responses"]["409"])["description"]
+    assert "webhook_disabled" in conflicts and "replay_backlog" in conflicts
+    assert "replay_too_large" in resolve(document, replay["responses"]["422"])["description"]
+    event = document["components"]["schemas"]["Event"]
+    assert list(event["properties"]) == ["id", "event", "timestamp", "data"]
 
 
 UPDATES = [

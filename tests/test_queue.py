@@ -78,6 +78,28 @@ def test_jobs_go_to_rq_as_functions_with_their_queues_options(app, redis_url, re
     assert job.result_ttl == queue.JOB_OPTIONS["webhooks"]["result_ttl"] and RAN == []
 
 
+def test_many_jobs_go_to_rq_after_commit_in_batches(app, redis_url, redis_client, monkeypatch):
+    monkeypatch.setattr(queue, "ENQUEUE_BATCH", 2)
+    app.config.update(QUEUE_MODE="rq", REDIS_URL=redis_url)
+    calls = [((f"ten_{n}",), f"job-{n}") for n in range(5)]
+    with database.atomic():
+        queue.defer_many("webhooks", record_job, calls)
+        assert Queue("webhooks", connection=redis_client).count == 0
+    jobs = Queue("webhooks", connection=redis_client).jobs
+    assert [(job.id, job.func, job.args) for job in jobs] == [
+        (job_id, record_job, args) for args, job_id in calls
+    ]
+    assert {job.timeout for job in jobs} == {queue.JOB_OPTIONS["webhooks"]["timeout"]}
+
+
+def test_many_jobs_run_inline_after_commit(app):
+    with database.atomic():
+        Tenant.create(id="ten_m", name="m")
+        queue.defer_many("webhooks", record_job, [(("ten_m",), "job-1"), (("ten_x",), "job-2")])
+        assert RAN == []
+    assert RAN == [("ten_m", True), ("ten_x", False)]
+
+
 def test_enqueue_with_redis_unreachable_says_so_and_raises_nothing(app, caplog):
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
@@ -85,6 +107,7 @@ def test_enqueue_with_redis_unreachable_says_so_and_raises_nothing(app, caplog):
     app.config.update(QUEUE_MODE="rq", REDIS_URL=f"redis://127.0.0.1:{port}/0")
     with caplog.at_level(logging.WARNING):
         assert queue.enqueue("webhooks", record_job, "ten_e") is False
+        assert queue.enqueue_many("webhooks", record_job, [(("ten_e",), "job-e")]) is False
         assert queue.call("functions", answer_job, "x", timeout=1) is None
     assert "could not enqueue record_job on webhooks" in caplog.text
     assert "could not run answer_job on functions" in caplog.text

@@ -107,6 +107,44 @@ def test_a_broken_webhook_of_one_tenant_holds_up_no_other_tenants_events(
     assert "not a valid host name" in Delivery.get_by_id(failed.id).last_error
 
 
+def test_a_replay_reaches_the_receiver_through_the_worker(
+    client, headers, tenant, other_tenant, workers
+):
+    """Events from before the webhook existed, replayed: one new delivery each, sent by a
+    real worker with the event's own id and body, and listed with the event."""
+    missed = [emit(tenant, durationSeconds=number) for number in range(5)]
+    emit(tenant, "credits.low", balanceMinutes=3, threshold=10)  # not subscribed
+    emit(other_tenant)  # not the tenant's
+    with Receiver() as receiver:
+        webhook = register_webhook(tenant, receiver.url)
+        workers.start()
+        since = missed[0].created_at.isoformat() + "Z"
+        response = client.post(
+            f"/api/v1/webhooks/{webhook.id}/replay", json={"since": since}, headers=headers
+        )
+        assert response.status_code == 202 and response.json == {"replayed": 5}
+        requests = receiver.wait_for(5, timeout=20)
+        time.sleep(0.3)  # nothing more arrives
+    assert len(receiver.requests) == 5
+    assert receiver.event_ids() == {event.id for event in missed}
+    listed = client.get("/api/v1/events", headers=headers).json["events"]
+    bodies = {request.headers["X-Service-Event-Id"]: request.json() for request in requests}
+    assert [bodies[event["id"]] for event in listed if event["event"] == "call.ended"] == [
+        event for event in listed if event["event"] == "call.ended"
+    ]
+    wait_until(
+        lambda: (
+            {d.status for d in Delivery.select().where(Delivery.tenant == tenant)} == {"succeeded"}
+        ),
+        10,
+        "not settled",
+        workers,
+    )
+    detail = client.get(f"/api/v1/events/{missed[0].id}", headers=headers).json
+    [delivery] = detail["deliveries"]
+    assert delivery["webhookId"] == webhook.id and delivery["status"] == "succeeded"
+
+
 def record(name: str, seconds: float = 0) -> None:
     """A job for the queue test: appends its name to a Redis list, then sleeps."""
     queue.redis_connection().rpush("test:order", name)

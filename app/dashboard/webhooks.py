@@ -1,5 +1,7 @@
-"""Webhooks: create, edit, disable, send a test event, the delivery log with retries, delete."""
+"""Webhooks: create, edit, disable, send a test event, the delivery log with retries, replays
+of the event log, delete."""
 
+from datetime import timedelta
 from typing import Any
 
 from flask import flash, g, redirect, render_template, request, url_for
@@ -13,6 +15,7 @@ from app.errors import Conflict, ValidationFailed
 from app.models import Webhook
 from app.resources.webhooks.schemas import (
     DeliveryQueryArgsSchema,
+    ReplayRequestSchema,
     WebhookCreateSchema,
     WebhookSchema,
     WebhookUpdateSchema,
@@ -22,11 +25,16 @@ from app.services import webhooks as webhook_service
 from app.services.deliveries import STATUSES
 from app.services.events import EVENT_TYPES
 from app.services.pages import COUNT_LIMIT
+from app.util import isoformat, utcnow
 
 LOG_PAGE_SIZE = 20
 LOG_ARGS = ("limit", "offset", "status")
 # What the edit form changes; the secret is set once, at creation (or through the API).
 EDIT_FIELDS = ("url", "events", "is_active")
+# The replay form's fields: times as a datetime-local input sends them (UTC), until optional.
+REPLAY_FIELDS = ("since", "until")
+REPLAY_SINCE = timedelta(days=1)  # the since the form offers: a day ago
+MINUTES = "%Y-%m-%dT%H:%M"
 
 
 @bp.route("/webhooks")
@@ -98,14 +106,21 @@ def _webhook_page(
     values: MultiDict | None = None,
     errors: Errors | None = None,
     secret: str | None = None,
+    replay_values: MultiDict | None = None,
+    replay_errors: Errors | None = None,
 ) -> str:
     """The webhook's page: its form and actions, and one page of its delivery log."""
     log_args = _log_args()
+    if replay_values is None:
+        replay_values = MultiDict({"since": (utcnow() - REPLAY_SINCE).strftime(MINUTES)})
     return render_template(
         "dashboard/webhooks/webhook.html",
         webhook=webhook,
         values=values if values is not None else as_form(WebhookSchema().dump(webhook)),
         errors=errors or {},
+        replay_values=replay_values,
+        replay_errors=replay_errors or {},
+        replay_limit=webhook_service.REPLAY_LIMIT,
         event_types=EVENT_TYPES,
         secret=secret,
         log=delivery_service.list_deliveries(webhook=webhook, **log_args),
@@ -160,6 +175,36 @@ def test_webhook(webhook_id: str):
         "success",
     )
     return redirect(url_for("dashboard.webhook", webhook_id=webhook.id))
+
+
+@bp.route("/webhooks/<webhook_id>/replay", methods=["POST"])
+def replay_webhook(webhook_id: str):
+    webhook = webhook_service.get_webhook(tenant=g.tenant, webhook_id=webhook_id)
+    # An empty Until is left out, as in the API: until now.
+    given = MultiDict([(key, request.form[key]) for key in REPLAY_FIELDS if request.form.get(key)])
+    fields, errors = load_form(ReplayRequestSchema(only=REPLAY_FIELDS), given)
+    if not errors:
+        try:
+            with database.atomic():
+                replayed = webhook_service.replay(tenant=g.tenant, webhook_id=webhook.id, **fields)
+                record_change(
+                    "webhook.replayed",
+                    webhook.id,
+                    since=isoformat(fields["since"]),
+                    until=isoformat(fields.get("until")),
+                    replayed=replayed,
+                )
+        except ValidationFailed as exc:  # since not before until, or too many events
+            errors = _field_errors(exc) if exc.code == "validation_error" else {}
+            errors = errors or {"_schema": [exc.message]}
+        except Conflict as exc:  # disabled, or too many deliveries pending
+            flash(exc.message, "error")
+            return _webhook_page(webhook, replay_values=request.form), 409
+        else:
+            noun = "event" if replayed == 1 else "events"
+            flash(f"{replayed} {noun} queued for delivery.", "success")
+            return redirect(url_for("dashboard.webhook", webhook_id=webhook.id))
+    return _webhook_page(webhook, replay_values=request.form, replay_errors=errors), 422
 
 
 @bp.route("/webhooks/deliveries/<delivery_id>/retry", methods=["POST"])

@@ -8,6 +8,7 @@ from app.resources.agents.routes import blp as agents_blp
 from app.resources.calls.routes import blp as calls_blp
 from app.resources.common import RATE_LIMIT_HEADERS
 from app.resources.credits.routes import blp as credits_blp
+from app.resources.events.routes import blp as events_blp
 from app.resources.functions.routes import blp as functions_blp
 from app.resources.phone_numbers.routes import blp as phone_numbers_blp
 from app.resources.webhooks.routes import blp as webhooks_blp
@@ -20,6 +21,7 @@ TENANT_BLUEPRINTS = [
     calls_blp,
     credits_blp,
     webhooks_blp,
+    events_blp,
 ]
 RUNTIME_BLUEPRINTS: list = [runtime_blp]
 

@@ -30,7 +30,10 @@ class UtcDateTime(fields.AwareDateTime):
 
     def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> datetime:
         moment = super()._deserialize(value, attr, data, **kwargs)
-        return moment.astimezone(UTC).replace(tzinfo=None)
+        try:
+            return moment.astimezone(UTC).replace(tzinfo=None)
+        except OverflowError:  # 0001-01-01T00:00:00+05:00 is before the first UTC moment
+            raise self.make_error("invalid", input=value, obj_type=self.OBJ_TYPE) from None
 
 
 class StrictBoolean(fields.Boolean):

@@ -177,6 +177,17 @@ def _record_call(
     """
     now = utcnow()
     call_id = new_id("call")
+    # Counts the call and takes call.started's seq. The UPDATE locks the tenant row until
+    # commit, so the balance and holds it returns stay current until then, and the hold taken
+    # below is the only one taken from them.
+    counted = (
+        Tenant.update({Tenant.calls_count: Tenant.calls_count + 1, **events.take_seq()})
+        .where(Tenant.id == line.tenant_id)
+        .returning(Tenant.balance_minutes, Tenant.reserved_minutes, Tenant.event_seq)
+        .tuples()
+        .execute()
+    )
+    ((balance, reserved, seq),) = counted
     events.emit(
         tenant_id=line.tenant_id,
         type="call.started",
@@ -187,19 +198,8 @@ def _record_call(
             "did": line.display_number,
         },
         occurred_at=now,
+        seq=seq,
     )
-    # Last, since the tenant row's lock is held until commit: concurrent calls of the tenant
-    # wait on it for as short a time as possible. Counts the call; the UPDATE takes the
-    # tenant row's lock, so the balance and holds it returns stay current until commit, and
-    # the hold taken below is the only one taken from them.
-    counted = (
-        Tenant.update(calls_count=Tenant.calls_count + 1)
-        .where(Tenant.id == line.tenant_id)
-        .returning(Tenant.balance_minutes, Tenant.reserved_minutes)
-        .tuples()
-        .execute()
-    )
-    ((balance, reserved),) = counted
     agent = line.agent
     held = 0
     if agent is not None:

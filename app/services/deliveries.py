@@ -18,6 +18,7 @@ import random
 import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import peewee as pw
 from flask import current_app
@@ -49,15 +50,19 @@ def sign_standard(secret: str, message_id: str, timestamp: int, body: bytes) -> 
     return "v1," + base64.b64encode(digest).decode()
 
 
-def event_body(event: Event) -> bytes:
-    """The JSON body: the same bytes on every attempt."""
-    payload = {
+def event_payload(event: Event) -> dict[str, Any]:
+    """The event as every delivery's body and the event log (GET /events) show it."""
+    return {
         "id": event.id,
         "event": event.type,
         "timestamp": isoformat(event.created_at),
         "data": event.data,
     }
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def event_body(event: Event) -> bytes:
+    """The JSON body: the same bytes on every attempt."""
+    return json.dumps(event_payload(event), separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def request_headers(
@@ -113,6 +118,13 @@ def new_job_id() -> str:
 def defer_job(delivery_id: str, job_id: str) -> None:
     """Enqueue the delivery's job once the current transaction commits."""
     queue.defer("webhooks", jobs.deliver_webhook, delivery_id, job_id=job_id)
+
+
+def defer_jobs(jobs_by_delivery: list[tuple[str, str]]) -> None:
+    """Enqueue many deliveries' jobs, (delivery id, job id) each, once the current
+    transaction commits."""
+    calls = [((delivery_id,), job_id) for delivery_id, job_id in jobs_by_delivery]
+    queue.defer_many("webhooks", jobs.deliver_webhook, calls)
 
 
 @dataclass

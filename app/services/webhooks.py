@@ -1,16 +1,23 @@
-"""Webhooks: a tenant's receiver URLs, the events each subscribes to, and test events."""
+"""Webhooks: a tenant's receiver URLs, the events each subscribes to, test events and
+replays of the event log."""
 
 import secrets
+from datetime import datetime
 from typing import Any
 
 from app import outbound
-from app.db import database
-from app.errors import Conflict, NotFound
-from app.models import Delivery, Event, Tenant, Webhook
+from app.db import database, is_sqlite
+from app.errors import Conflict, NotFound, ValidationFailed
+from app.models import Delivery, Tenant, Webhook
 from app.services import deliveries
+from app.services import events as event_service
 from app.util import new_id, utcnow
 
-TEST_EVENT = "webhook.test"
+TEST_EVENT = event_service.TEST_EVENT
+# A replay queues at most this many deliveries, and leaves its webhook with at most this many
+# pending: one tenant's replays cannot flood the delivery queue that every tenant shares.
+REPLAY_LIMIT = 10_000
+INSERT_BATCH = 500  # rows per INSERT: within SQLite's limit on bound parameters
 
 
 def new_secret() -> str:
@@ -78,9 +85,8 @@ def send_test(*, tenant: Tenant, webhook_id: str) -> Delivery:
         webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
         if not webhook.is_active:
             raise Conflict("The webhook is disabled: enable it before sending a test event.")
-        event = Event.create(
-            id=new_id("evt"),
-            tenant=tenant,
+        event = event_service.record(
+            tenant_id=tenant.id,
             type=TEST_EVENT,
             data={"webhookId": webhook.id, "message": "A test event from the Voice Agent API."},
         )
@@ -91,3 +97,81 @@ def send_test(*, tenant: Tenant, webhook_id: str) -> Delivery:
         deliveries.defer_job(delivery.id, job_id)
     delivery.event = event
     return deliveries.with_attempts([delivery])[0]
+
+
+def replay(
+    *,
+    tenant: Tenant,
+    webhook_id: str,
+    since: datetime,
+    until: datetime | None = None,
+    events: list[str] | None = None,
+) -> int:
+    """Queue a new delivery to the webhook of every kept event in [since, until) that it
+    subscribes to (and that events names, when given); how many were queued.
+
+    One transaction writes the deliveries; their jobs are enqueued once it commits. More than
+    REPLAY_LIMIT events is ValidationFailed (replay_too_large), and a webhook left with more
+    than REPLAY_LIMIT pending deliveries is Conflict (replay_backlog).
+    """
+    if until is None and since >= utcnow():
+        raise ValidationFailed(
+            "since must be in the past (until is now when it is not given).",
+            details={"since": ["Must be in the past."]},
+        )
+    if until is not None and since >= until:
+        raise ValidationFailed(
+            "since must be before until.", details={"until": ["Must be after since."]}
+        )
+    until = until or utcnow()
+    with database.atomic():
+        query = Webhook.select().where((Webhook.id == webhook_id) & (Webhook.tenant == tenant))
+        if not is_sqlite():
+            # Two replays to one webhook count its pending deliveries one after the other.
+            # (SQLite: the IMMEDIATE transaction serialises them already.)
+            query = query.for_update()
+        webhook = query.first()
+        if webhook is None:
+            raise NotFound(f"Webhook {webhook_id} not found.")
+        if not webhook.is_active:
+            raise Conflict(
+                "The webhook is disabled: enable it (PATCH isActive true) before replaying "
+                "events to it.",
+                code="webhook_disabled",
+            )
+        types = [name for name in webhook.events if events is None or name in events]
+        ids = event_service.ids_in_range(
+            tenant=tenant, since=since, until=until, types=types, limit=REPLAY_LIMIT + 1
+        )
+        if len(ids) > REPLAY_LIMIT:
+            raise ValidationFailed(
+                f"The range holds more than {REPLAY_LIMIT:,} events to replay: replay it in "
+                "shorter ranges (since and until), one after the other.",
+                code="replay_too_large",
+                details={"limit": REPLAY_LIMIT},
+            )
+        pending = (
+            Delivery.select(Delivery.id)
+            .where((Delivery.webhook == webhook.id) & (Delivery.status == "pending"))
+            .limit(REPLAY_LIMIT + 1)
+            .count()
+        )
+        if pending + len(ids) > REPLAY_LIMIT:
+            raise Conflict(
+                f"The webhook has {pending:,} deliveries pending; with these {len(ids):,} it "
+                f"would have more than {REPLAY_LIMIT:,}. Replay again once they are sent, or "
+                "a shorter range.",
+                code="replay_backlog",
+                details={"pending": pending, "limit": REPLAY_LIMIT},
+            )
+        jobs = [(new_id("dlv"), deliveries.new_job_id()) for _ in ids]
+        rows = [
+            (delivery_id, tenant.id, webhook.id, event_id, job_id)
+            for (delivery_id, job_id), event_id in zip(jobs, ids, strict=True)
+        ]
+        columns = [Delivery.id, Delivery.tenant, Delivery.webhook, Delivery.event, Delivery.job_id]
+        for start in range(0, len(rows), INSERT_BATCH):
+            batch = rows[start : start + INSERT_BATCH]
+            Delivery.insert_many(batch, fields=columns).as_rowcount().execute()
+        deliveries.defer_jobs(jobs)
+    return len(jobs)

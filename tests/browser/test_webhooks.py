@@ -1,12 +1,17 @@
-"""The Webhooks pages in a real browser: create one, send a test event, retry its delivery."""
+"""The Webhooks pages in a real browser: create one, send a test event, retry its delivery,
+replay missed events."""
 
 import re
 import time
+from datetime import timedelta
 
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
+from app.db import database
+from app.services import events
 from app.services import webhooks as webhook_service
+from app.util import utcnow
 from tests.browser.conftest import heading
 from tests.receiver import Answer, Receiver
 
@@ -133,6 +138,70 @@ def test_a_viewer_sees_the_delivery_log_without_its_change_buttons(
     shot("webhook")
     expect(attempt_rows(page, 500).first).to_contain_text("The receiver answered 500.")
     expect(page.get_by_label("URL")).to_be_disabled()
-    for name in ("Retry", "Send test", "Disable", "Save", "Create webhook", "Delete webhook"):
+    names = ("Retry", "Send test", "Disable", "Save", "Create webhook", "Delete webhook")
+    for name in (*names, "Replay events"):
         expect(page.get_by_role("button", name=name)).to_have_count(0)
         expect(page.get_by_role("link", name=name)).to_have_count(0)
+    expect(page.get_by_label("Since (UTC)")).to_have_count(0)
+
+
+def test_replay_since_sends_the_missed_events_again(
+    page, shot, signed_in, tenant, receiver, switch, client, headers
+):
+    """Events from before the webhook existed: the owner replays the last hours, and they
+    arrive at the receiver with their own ids and show in the delivery log."""
+    switch.status = 200
+    now = utcnow().replace(second=0, microsecond=0)
+    with database.atomic():
+        missed = [
+            events.emit(
+                tenant_id=tenant.id,
+                type="call.ended",
+                data={"callId": f"call_{hours}"},
+                occurred_at=now - timedelta(hours=hours),
+            )
+            for hours in (3, 2)
+        ]
+        events.emit(  # before the range
+            tenant_id=tenant.id, type="call.ended", data={}, occurred_at=now - timedelta(hours=9)
+        )
+    webhook_service.create_webhook(
+        tenant=tenant, url=f"{receiver.url}/hooks", events=["call.ended"], secret="s" * 32
+    )
+    signed_in("owner")
+    open_webhooks(page, shot)
+    page.get_by_role("link", name=f"{receiver.url}/hooks").click()
+    expect(heading(page)).to_have_text("Webhook")
+    expect(page.get_by_role("heading", name="Replay since…")).to_be_visible()
+    expect(page.get_by_text("No deliveries yet.")).to_be_visible()
+    shot("webhook")
+
+    page.get_by_label("Since (UTC)").fill((now - timedelta(hours=4)).strftime("%Y-%m-%dT%H:%M"))
+    page.get_by_role("button", name="Replay events").click()
+    expect(page.get_by_role("status")).to_contain_text("2 events queued for delivery.")
+    shot("replayed")
+    requests = receiver.wait_for(2)
+    assert {r.headers["X-Service-Event-Id"] for r in requests} == {e.id for e in missed}
+    reload_until(page, shot, "replay-delivered", attempt_rows(page, 200).nth(1))
+    expect(attempt_rows(page, 200)).to_have_count(2)
+    for event in missed:
+        expect(page.get_by_text(event.id)).to_be_visible()
+    detail = client.get(f"/api/v1/events/{missed[0].id}", headers=headers).json
+    assert [delivery["status"] for delivery in detail["deliveries"]] == ["succeeded"]
+
+
+def test_replay_since_with_until_before_since_says_so(page, shot, signed_in, tenant, receiver):
+    webhook_service.create_webhook(
+        tenant=tenant, url=f"{receiver.url}/hooks", events=["call.ended"], secret="s" * 32
+    )
+    signed_in("admin")
+    open_webhooks(page, shot)
+    page.get_by_role("link", name=f"{receiver.url}/hooks").click()
+    shot("webhook")
+    page.get_by_label("Since (UTC)").fill("2026-01-02T00:00")
+    page.get_by_label("Until (UTC, optional)").fill("2026-01-01T00:00")
+    page.get_by_role("button", name="Replay events").click()
+    expect(page.get_by_text("Must be after since.")).to_be_visible()
+    expect(page.get_by_label("Until (UTC, optional)")).to_have_attribute("aria-invalid", "true")
+    shot("replay-refused")
+    assert receiver.requests == []

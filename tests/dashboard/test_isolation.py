@@ -37,6 +37,7 @@ FORM = {
     "parameters": '{"type": "object", "properties": {}}',
     "timeoutMs": "600",
     "confirm": "yes",
+    "since": "2000-01-01T00:00",
 }
 
 

@@ -2,6 +2,7 @@
 
 import logging
 import re
+from datetime import timedelta
 
 import pytest
 
@@ -9,7 +10,9 @@ from app import queue
 from app.db import database
 from app.models import AuditEntry, Delivery, Webhook
 from app.services import events
+from app.services import webhooks as webhook_service
 from app.services.events import EVENT_TYPES
+from app.util import utcnow
 from tests.dashboard.audit import changes
 from tests.dashboard.conftest import csrf_token, sign_in
 from tests.receiver import Answer, Receiver
@@ -288,6 +291,107 @@ def test_retry_on_a_disabled_webhook_says_why(signed_in, post, headers, tenant):
     assert "enable it before retrying" in text(response)
 
 
+def emitted_at(tenant, when, type="call.ended"):
+    with database.atomic():
+        return events.emit(
+            tenant_id=tenant.id, type=type, data={"callId": "call_1"}, occurred_at=when
+        )
+
+
+def minutes(moment) -> str:
+    """A time as a datetime-local input sends it."""
+    return moment.strftime("%Y-%m-%dT%H:%M")
+
+
+def test_the_replay_form_offers_since_a_day_ago(signed_in, webhook_id):
+    page = text(signed_in.get(f"{WEBHOOKS}/{webhook_id}"))
+    assert '<h2 id="replay">Replay since…</h2>' in page
+    assert 'type="datetime-local" id="replay-since" name="since"' in page
+    assert f'value="{minutes(utcnow() - timedelta(days=1))[:13]}' in page  # the hour
+    assert '<label for="replay-until">Until (UTC, optional)</label>' in page
+    assert ">Replay events</button>" in page
+
+
+def test_replay_queues_the_range_and_says_how_many(app, signed_in, post, headers, tenant):
+    now = utcnow().replace(second=0, microsecond=0)
+    emitted_at(tenant, now - timedelta(hours=5))
+    missed = [emitted_at(tenant, now - timedelta(hours=hours)) for hours in (3, 2)]
+    emitted_at(tenant, now - timedelta(hours=2), type="credits.low")  # not subscribed
+    with Receiver() as receiver:
+        webhook_id = create_api_webhook(signed_in, headers, url=receiver.url)
+        since, until = minutes(now - timedelta(hours=4)), minutes(now - timedelta(hours=1))
+        response = post(f"{WEBHOOKS}/{webhook_id}/replay", {"since": since, "until": until})
+        assert response.status_code == 302
+        assert response.headers["Location"] == f"{WEBHOOKS}/{webhook_id}"
+        requests = receiver.wait_for(2)
+        settled(app)
+    assert {r.headers["X-Service-Event-Id"] for r in requests} == {e.id for e in missed}
+    page = text(signed_in.get(f"{WEBHOOKS}/{webhook_id}"))
+    assert "2 events queued for delivery." in page
+    assert all(event.id in page for event in missed)  # in the delivery log
+    assert changes() == [
+        (
+            "webhook.replayed",
+            webhook_id,
+            {"since": since + ":00.000Z", "until": until + ":00.000Z", "replayed": 2},
+        )
+    ]
+
+
+def test_replay_without_until_runs_until_now(signed_in, post, headers, tenant):
+    event = emitted_at(tenant, utcnow() - timedelta(minutes=30))
+    webhook_id = create_api_webhook(signed_in, headers, url="http://127.0.0.1:9/in")
+    since = minutes(utcnow() - timedelta(hours=1))
+    response = post(f"{WEBHOOKS}/{webhook_id}/replay", {"since": since, "until": ""})
+    assert response.status_code == 302
+    assert "1 event queued for delivery." in text(signed_in.get(response.headers["Location"]))
+    assert [delivery.event_id for delivery in Delivery.select()] == [event.id]
+    [(action, _, details)] = changes()
+    assert action == "webhook.replayed" and details["until"] is None
+
+
+@pytest.mark.parametrize(
+    "form, field, message",
+    [
+        ({"since": ""}, "since", "Missing data for required field."),
+        ({"since": "yesterday"}, "since", "Not a valid datetime."),
+        ({"since": "2026-01-02T00:00", "until": "2026-01-01T00:00"}, "until", "after since"),
+    ],
+)
+def test_replay_with_a_bad_time_shows_its_message(
+    signed_in, post, webhook_id, form, field, message
+):
+    response = post(f"{WEBHOOKS}/{webhook_id}/replay", form)
+    assert response.status_code == 422
+    page = text(response)
+    errors = page[page.index(f'id="replay-{field}-error"') :]
+    assert message in errors[: errors.index("</ul>")]
+    assert Delivery.select().count() == 0 and changes() == []
+
+
+def test_replay_of_too_many_events_says_so(signed_in, post, tenant, headers, monkeypatch):
+    monkeypatch.setattr(webhook_service, "REPLAY_LIMIT", 2)
+    for _ in range(3):
+        emitted_at(tenant, utcnow() - timedelta(minutes=30))
+    webhook_id = create_api_webhook(signed_in, headers)
+    since = minutes(utcnow() - timedelta(hours=1))
+    response = post(f"{WEBHOOKS}/{webhook_id}/replay", {"since": since})
+    assert response.status_code == 422
+    assert "more than 2 events to replay" in text(response)
+    assert Delivery.select().count() == 0 and changes() == []
+
+
+def test_replay_on_a_disabled_webhook_says_why(signed_in, post, headers, webhook_id):
+    signed_in.patch(f"/api/v1/webhooks/{webhook_id}", json={"isActive": False}, headers=headers)
+    page = text(signed_in.get(f"{WEBHOOKS}/{webhook_id}"))
+    assert '<button type="submit" disabled>Replay events</button>' in page
+    since = minutes(utcnow() - timedelta(hours=1))
+    response = post(f"{WEBHOOKS}/{webhook_id}/replay", {"since": since})
+    assert response.status_code == 409
+    assert "enable it (PATCH isActive true) before replaying" in text(response)
+    assert changes() == []
+
+
 def test_the_delivery_log_pages_newest_first_and_filters_by_status(signed_in, headers, tenant):
     with Receiver() as receiver:
         webhook_id = create_api_webhook(signed_in, headers, url=receiver.url)
@@ -351,7 +455,7 @@ def test_a_viewer_sees_webhooks_without_buttons_and_cannot_change_them(
     assert page.status_code == 200
     body = text(page).split("</header>", 1)[1]
     assert "The receiver answered 500." in body
-    for button in ("Save", "Send test", "Disable", "Retry", "Delete"):
+    for button in ("Save", "Send test", "Disable", "Retry", "Delete", "Replay"):
         assert button not in body, button
     assert '<button type="submit" class="secondary">Filter</button>' in body  # reading only
     assert client.get(f"{WEBHOOKS}/new").status_code == 403
@@ -363,6 +467,7 @@ def test_a_viewer_sees_webhooks_without_buttons_and_cannot_change_them(
         (f"{WEBHOOKS}/{webhook_id}/disable", {}),
         (f"{WEBHOOKS}/{webhook_id}/test", {}),
         (f"{WEBHOOKS}/deliveries/{delivery.id}/retry", {}),
+        (f"{WEBHOOKS}/{webhook_id}/replay", {"since": "2000-01-01T00:00"}),
         (f"{WEBHOOKS}/{webhook_id}/delete", {}),
     ]:
         assert client.post(path, data={**data, "csrf_token": token}).status_code == 403, path
@@ -387,6 +492,7 @@ def test_another_tenants_webhook_and_delivery_are_404_everywhere(
         (f"{base}/disable", {}),
         (f"{base}/test", {}),
         (f"{WEBHOOKS}/deliveries/{delivery.id}/retry", {}),
+        (f"{base}/replay", {"since": "2000-01-01T00:00"}),
         (f"{base}/delete", {}),
     ]:
         assert post(path, data).status_code == 404, path
@@ -398,7 +504,7 @@ def test_another_tenants_webhook_and_delivery_are_404_everywhere(
 
 @pytest.mark.parametrize(
     "path", ["/new", "/{webhook}", "/{webhook}/disable", "/{webhook}/test",
-             "/deliveries/{delivery}/retry", "/{webhook}/delete"],
+             "/deliveries/{delivery}/retry", "/{webhook}/replay", "/{webhook}/delete"],
 )  # fmt: skip
 def test_a_post_without_its_csrf_token_is_refused(signed_in, headers, tenant, path):
     with Receiver(lambda request: Answer(500)) as receiver:
@@ -407,7 +513,7 @@ def test_a_post_without_its_csrf_token_is_refused(signed_in, headers, tenant, pa
     delivery = Delivery.get()
     response = signed_in.post(
         WEBHOOKS + path.format(webhook=webhook_id, delivery=delivery.id),
-        data={**FORM, "isActive": "false"},
+        data={**FORM, "isActive": "false", "since": "2000-01-01T00:00"},
     )
     assert response.status_code == 400
     assert "This form has expired" in text(response)
@@ -441,6 +547,11 @@ def test_junk_in_any_field_is_never_a_500(signed_in, post, webhook_id, value):
         for path in (f"{WEBHOOKS}/new", f"{WEBHOOKS}/{webhook_id}"):
             response = post(path, {**FORM, field: value})
             assert response.status_code in (201, 302, 422), (path, field, response.status_code)
+    for field in ("since", "until", "unknown"):
+        response = post(
+            f"{WEBHOOKS}/{webhook_id}/replay", {"since": "2000-01-01T00:00", field: value}
+        )
+        assert response.status_code in (302, 409, 422), (field, response.status_code)
     for query in ("limit", "offset", "status"):
         response = signed_in.get(f"{WEBHOOKS}/{webhook_id}", query_string={query: value})
         assert response.status_code in (200, 404, 422), (query, response.status_code)

@@ -491,6 +491,7 @@ def test_last_call_may_take_the_balance_below_zero(client, runtime_headers, tena
         {"aiCostIdr": 1.5},
         {"hangupReason": ""},
         {"endedAt": "yesterday"},
+        {"endedAt": "0001-01-01T00:00:00+05:00"},  # before the first UTC moment
         {"metadata": []},
         {"billed": 3},
     ],

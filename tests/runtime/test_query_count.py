@@ -68,22 +68,25 @@ def run_lifecycle(client, headers, did, **start_fields) -> dict[str, list[str]]:
     return steps
 
 
-EVENT = ["INSERT event", "SELECT webhook"]
+# An event: the subscribed webhooks, its seq from the tenant row (which locks the row until
+# commit: the tenant's events commit in seq order), the event.
+EVENT = ["SELECT webhook", "UPDATE tenant", "INSERT event"]
 CHARGE = ["UPDATE tenant", "INSERT credit_transaction"]
+# Counting the call locks the tenant row, reads balance and holds, and takes call.started's
+# seq; the second UPDATE adds the new call's hold under that lock.
+STARTED = ["UPDATE tenant", "SELECT webhook", "INSERT event"]
 LIFECYCLE = {
-    # Counting the call locks the tenant row and reads balance and holds; the second UPDATE
-    # adds the new call's hold under that lock.
-    "start": ["SELECT phone_number", *EVENT, "UPDATE tenant", "UPDATE tenant", "INSERT call"],
+    "start": ["SELECT phone_number", *STARTED, "UPDATE tenant", "INSERT call"],
     "answered": ["UPDATE call", *EVENT],
     "transcript": ["UPDATE call", *EVENT],
     "ended": ["UPDATE call", *EVENT, *CHARGE],
 }
 
 
-def test_a_call_lifecycle_runs_17_statements(client, runtime_headers, did):
+def test_a_call_lifecycle_runs_20_statements(client, runtime_headers, did):
     steps = run_lifecycle(client, runtime_headers, did)
     assert steps == LIFECYCLE
-    assert sum(map(len, steps.values())) == 17
+    assert sum(map(len, steps.values())) == 20
 
 
 def test_a_subscribed_webhook_adds_one_insert_per_event(client, runtime_headers, tenant, did):
@@ -97,9 +100,8 @@ def test_a_subscribed_webhook_adds_one_insert_per_event(client, runtime_headers,
         **LIFECYCLE,
         "start": [
             "SELECT phone_number",
-            *EVENT,
+            *STARTED,
             "INSERT delivery",
-            "UPDATE tenant",
             "UPDATE tenant",
             "INSERT call",
         ],
@@ -136,5 +138,5 @@ def test_a_call_without_credits_adds_the_end_event(client, runtime_headers, tena
     billing._move(tenant_id=tenant.id, type="adjustment", minutes=-100)
     with statements() as seen:
         assert start(client, runtime_headers, did).status_code == 409
-    # No hold to take: the tenant row is updated once.
-    assert seen == ["SELECT phone_number", *EVENT, "UPDATE tenant", "INSERT call", *EVENT]
+    # No hold to take: the tenant row is updated once, and again for call.ended's seq.
+    assert seen == ["SELECT phone_number", *STARTED, "INSERT call", *EVENT]

@@ -44,7 +44,7 @@ def only_delivery():
 
 
 def new_delivery(tenant, webhook, **fields):
-    event = Event.create(id=new_id("evt"), tenant=tenant, type="call.ended", data={})
+    event = events.record(tenant_id=tenant.id, type="call.ended", data={})
     return Delivery.create(id=new_id("dlv"), tenant=tenant, webhook=webhook, event=event, **fields)
 
 
@@ -512,13 +512,13 @@ def test_deleting_a_webhook_removes_its_deliveries_and_log(tenant):
 
 def test_event_body_is_compact_utf8_json(app, tenant):
     data = {"transcriptSummary": "Terima kasih ✓"}
-    event = Event.create(id="evt_x", tenant=tenant, type="call.transcript", data=data)
+    event = events.record(tenant_id=tenant.id, type="call.transcript", data=data)
     body = deliveries.event_body(event)
     timestamp = isoformat(event.created_at)
     assert (
         body
         == (
-            '{"id":"evt_x","event":"call.transcript","timestamp":"' + timestamp + '",'
+            '{"id":"' + event.id + '","event":"call.transcript","timestamp":"' + timestamp + '",'
             '"data":{"transcriptSummary":"Terima kasih ✓"}}'
         ).encode()
     )

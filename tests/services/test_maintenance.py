@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 
 from app.models import Delivery, DeliveryAttempt, Event, IdempotencyKey, Webhook
-from app.services import idempotency, maintenance
+from app.services import events, idempotency, maintenance
 from app.util import new_id, utcnow
 
 sqlite_only = pytest.mark.sqlite_only
@@ -27,9 +27,7 @@ def test_backup_on_postgres_points_to_pg_dump(runner, tmp_path):
 
 def make_event(tenant, webhook, *, age_days, status):
     created = utcnow() - timedelta(days=age_days)
-    event = Event.create(
-        id=new_id("evt"), tenant=tenant, type="call.ended", data={}, created_at=created
-    )
+    event = events.record(tenant_id=tenant.id, type="call.ended", data={}, occurred_at=created)
     delivery = Delivery.create(
         id=new_id("dlv"),
         tenant=tenant,
@@ -107,3 +105,28 @@ def test_prune_deletes_idempotency_keys_older_than_24_hours(runner, tenant, othe
     # The days option is for events and delivery logs: keys always go after 24 hours.
     assert idempotency.KEEP_FOR == timedelta(hours=24)
     assert maintenance.prune(older_than_days=30)["keys"] == 0
+
+
+def test_after_a_prune_the_log_starts_at_the_oldest_kept_and_numbers_on(
+    runner, client, headers, tenant
+):
+    """The pruned events leave the log (a cursor on one is 404, saying why); the kept ones
+    keep their place and new events take the numbers after the last one ever given."""
+    webhook = Webhook.create(
+        id=new_id("wh"),
+        tenant=tenant,
+        url="https://x.example",
+        events=["call.ended"],
+        secret="s" * 16,
+    )
+    pruned = [make_event(tenant, webhook, age_days=40, status="succeeded") for _ in range(3)]
+    kept = [make_event(tenant, webhook, age_days=age, status="succeeded") for age in (3, 2)]
+    assert runner.invoke(args=["maintenance", "prune"]).exit_code == 0
+    listed = client.get("/api/v1/events", headers=headers).json
+    assert [event["id"] for event in listed["events"]] == [event.id for event in kept]
+    response = client.get("/api/v1/events", query_string={"after": pruned[-1].id}, headers=headers)
+    assert response.status_code == 404 and "retention" in response.json["error"]["message"]
+    newer = events.record(tenant_id=tenant.id, type="call.ended", data={})
+    assert newer.seq == 6
+    after_kept = client.get("/api/v1/events", query_string={"after": kept[-1].id}, headers=headers)
+    assert [event["id"] for event in after_kept.json["events"]] == [newer.id]

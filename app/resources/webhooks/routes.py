@@ -9,6 +9,8 @@ from app.resources.webhooks.schemas import (
     DeliveryListSchema,
     DeliveryQueryArgsSchema,
     DeliverySchema,
+    ReplayRequestSchema,
+    ReplaySchema,
     WebhookCreateSchema,
     WebhookListSchema,
     WebhookSchema,
@@ -25,6 +27,16 @@ blp = TenantBlueprint(
 )
 
 DISABLED = "The webhook is disabled: enable it (PATCH isActive true) first."
+REPLAY_CONFLICTS = (
+    "The webhook is disabled (error code webhook_disabled): enable it first; or it would be "
+    f"left with more than {webhook_service.REPLAY_LIMIT:,} pending deliveries (replay_backlog): "
+    "replay again once they are sent."
+)
+REPLAY_INVALID = (
+    "Invalid fields (validation_error): since must be before until, event names known; or the "
+    f"range holds more than {webhook_service.REPLAY_LIMIT:,} events to replay "
+    "(replay_too_large): replay shorter ranges."
+)
 
 
 @blp.route("")
@@ -92,6 +104,25 @@ class WebhookTest(MethodView):
     def post(self, webhook_id):
         """Send a signed webhook.test event to this webhook only"""
         return webhook_service.send_test(tenant=current_tenant(), webhook_id=webhook_id)
+
+
+@blp.route("/<webhook_id>/replay")
+class WebhookReplay(MethodView):
+    @blp.arguments(ReplayRequestSchema)
+    @blp.response(202, ReplaySchema)
+    @blp.alt_response(404, response="NOT_FOUND")
+    @blp.alt_response(409, schema=ErrorSchema, description=REPLAY_CONFLICTS)
+    @blp.alt_response(422, schema=ErrorSchema, description=REPLAY_INVALID)
+    @blp.doc(operationId="replayWebhook")
+    def post(self, fields, webhook_id):
+        """Deliver the kept events of a time range to this webhook again
+
+        A new delivery for every event in [since, until) that the webhook subscribes to (and
+        that `events` names), with the event's own id and body: receivers that dedupe on
+        the event id see each once. At most 10,000 events per replay.
+        """
+        replayed = webhook_service.replay(tenant=current_tenant(), webhook_id=webhook_id, **fields)
+        return {"replayed": replayed}
 
 
 @blp.route("/deliveries/<delivery_id>/retry")

@@ -3,9 +3,10 @@
 from marshmallow import fields, validate
 
 from app.resources.common import PageArgsSchema, PaginationSchema, Schema
-from app.resources.fields import ReceiverUrl, StrictBoolean, Timestamp, unique_items
+from app.resources.fields import ReceiverUrl, StrictBoolean, Timestamp, UtcDateTime, unique_items
 from app.services.deliveries import STATUSES
 from app.services.events import EVENT_TYPES
+from app.services.webhooks import REPLAY_LIMIT
 
 
 class WebhookCreateSchema(Schema):
@@ -186,3 +187,37 @@ class DeliveryQueryArgsSchema(PageArgsSchema):
 class DeliveryListSchema(Schema):
     deliveries = fields.List(fields.Nested(DeliverySchema), required=True)
     pagination = fields.Nested(PaginationSchema, required=True)
+
+
+class ReplayRequestSchema(Schema):
+    """Body of POST /webhooks/:id/replay: since, until, events."""
+
+    since = UtcDateTime(
+        required=True,
+        metadata={
+            "description": "Replay the events that happened at or after this moment (ISO 8601; "
+            "UTC when it has no offset)."
+        },
+    )
+    until = UtcDateTime(
+        metadata={"description": "…and before this one (default: now); it must be after since."}
+    )
+    events = fields.List(
+        fields.String(validate=validate.OneOf(EVENT_TYPES)),
+        validate=[validate.Length(min=1, error="Name at least one event."), unique_items],
+        metadata={
+            "description": "Only these events (of those the webhook subscribes to); default: "
+            "all it subscribes to.",
+            "uniqueItems": True,
+        },
+    )
+
+
+class ReplaySchema(Schema):
+    replayed = fields.Integer(
+        required=True,
+        metadata={
+            "description": "Events queued for delivery to the webhook, a new delivery each "
+            f"(at most {REPLAY_LIMIT:,})."
+        },
+    )
