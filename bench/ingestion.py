@@ -8,20 +8,19 @@ postgresql://postgres@127.0.0.1:5432/test) answers; a database is created and dr
 """
 
 import http.client
-import os
 import threading
 import time
-import uuid
-from contextlib import contextmanager
 from pathlib import Path
 
 from _harness import (
+    POSTGRES_URL,
     fresh_redis,
     gunicorn,
     load_python,
     median_ratio,
     median_run,
     post_json,
+    postgres_database,
     print_table,
     run_clients,
     service_env,
@@ -33,7 +32,6 @@ ROUNDS = 3
 SECONDS = 5
 CONCURRENCY = 8
 TARGET = 0.1
-POSTGRES_URL = os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 ENDED = {
     "status": "ended",
     "durationSeconds": 95,
@@ -94,31 +92,6 @@ def lifecycles(port: int, seconds: float) -> dict[str, float]:
         "locked": sum("database is locked" in error for error in errors),
         "first_error": errors[0] if errors else "",
     }
-
-
-@contextmanager
-def postgres_database():
-    """A fresh PostgreSQL database for the run, dropped after; None when none answers."""
-    import psycopg2
-
-    try:
-        admin = psycopg2.connect(POSTGRES_URL, connect_timeout=3)
-    except psycopg2.Error:
-        yield None
-        return
-    admin.autocommit = True
-    name = f"va_bench_{uuid.uuid4().hex[:10]}"
-    with admin.cursor() as cursor:
-        cursor.execute(f"CREATE DATABASE {name}")
-    try:
-        yield POSTGRES_URL.rsplit("/", 1)[0] + "/" + name
-    finally:
-        from app import db
-
-        db.close_all()
-        with admin.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        admin.close()
 
 
 def measure(label: str, database_url: str) -> list[list[object]]:
