@@ -295,10 +295,11 @@ class Stack:
                 tail = (self.folder / f"{name}.log").read_text()[-3000:]
                 raise RuntimeError(f"{name} exited with {process.returncode}:\n{tail}")
 
-    def cpu_seconds(self) -> float:
-        """CPU time of every process of the stack's sessions (with their reaped children)."""
-        sessions = {process.pid for process in self.processes.values()}
-        ticks = 0
+    def cpu_seconds(self) -> Counter[str]:
+        """CPU seconds of every process of each of the stack's sessions (with their reaped
+        children), by the name it was started with."""
+        sessions = {process.pid: name for name, process in self.processes.items()}
+        ticks: Counter[str] = Counter()
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
@@ -306,9 +307,10 @@ class Stack:
                 fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
-            if int(fields[3]) in sessions:  # fields[3] is the session id
-                ticks += sum(int(value) for value in fields[11:15])  # utime … cstime
-        return ticks / os.sysconf("SC_CLK_TCK")
+            name = sessions.get(int(fields[3]))  # fields[3] is the session id
+            if name:
+                ticks[name] += sum(int(value) for value in fields[11:15])  # utime … cstime
+        return Counter({name: count / os.sysconf("SC_CLK_TCK") for name, count in ticks.items()})
 
     def stop(self) -> None:
         for process in self.processes.values():
@@ -444,7 +446,7 @@ class Step:
     calls: list[Call] = field(default_factory=list)
     threads: list[threading.Thread] = field(default_factory=list)
     ended: float = 0.0
-    cpu_s: float = 0.0  # the stack's CPU seconds during the step
+    cpu_s: Counter[str] = field(default_factory=Counter)  # each process's CPU seconds in it
     machine_busy: float = 0.0  # share of the machine's CPU busy during the step
     polls: list[Poll] = field(default_factory=list)  # the lists made during the step
     result: dict | None = None
@@ -500,7 +502,10 @@ def evaluate(step: Step, deliveries: Deliveries | None, polls: list[Poll]) -> di
         "deliveries": len(latencies),
         "errors": len(errors),
         "first_error": errors[0] if errors else "",
-        "cpu_ms_per_call": step.cpu_s * 1000 / max(1, len(step.calls)),
+        "cpu_ms_per_call": sum(step.cpu_s.values()) * 1000 / max(1, len(step.calls)),
+        "cpu_ms_by_process": {
+            name: seconds * 1000 / max(1, len(step.calls)) for name, seconds in step.cpu_s.items()
+        },
         "queued": tuple(max((poll.queued[i] for poll in step.polls), default=0) for i in (0, 1)),
         "met": met,
         "overloaded": bool(overloaded),
@@ -577,7 +582,8 @@ def ramp(
                 step.threads.append(thread)
             time.sleep(max(0.0, step.started + step_s - time.time()))
             step.ended = time.time()
-            step.cpu_s = stack.cpu_seconds() - cpu
+            step.cpu_s = stack.cpu_seconds()
+            step.cpu_s.subtract(cpu)
             busy, total = machine_times()
             step.machine_busy = (busy - machine[0]) / max(1, total - machine[1])
             steps.append(step)
@@ -834,8 +840,13 @@ def report(
     ]
     if compared:
         ours_cpu = statistics.median(cpu for cpu, _ in compared)
+        measured = [step.result["cpu_ms_by_process"] for step in ours if step.result]
+        by_process = ", ".join(
+            f"{name} {statistics.median(cpu.get(name, 0.0) for cpu in measured):.0f}"
+            for name in ("web", "functions", "webhooks")
+        )
         print(
-            f"CPU per call: {ours_cpu:.0f} ms, "
+            f"CPU per call: {ours_cpu:.0f} ms ({by_process}), "
             f"{statistics.median(cpu / base for cpu, base in compared):.1f} x bare Flask's "
             f"(medians over the steps); {os.cpu_count()} cores fully given to the service would "
             f"run out of CPU near {(os.cpu_count() or 1) * 1000 / ours_cpu:.0f} calls/s."
