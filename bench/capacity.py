@@ -37,15 +37,17 @@ gunicorn settings: trivial JSON, no database, queue or events; its function call
 the 50 ms endpoint inline. Both ramps are driven by this process, on the same machine: its
 threads take CPU from the server too, and a deployment's voice runtime would not.
 
-Columns: "machine CPU" is the whole machine's busy share during the step (both cores = 100 %,
-other work included); "CPU ms/call" the CPU time of the service's processes (gunicorn and
-both workers with their pools) or of the bare gunicorn during the step over the calls that
-arrived in it; "queued max" the most jobs seen waiting in the functions / webhooks queues
-(sampled once a second). The next tables time each request at the highest rate met and at
-the first rate missed: as the runtime saw it and as the app measured it (its request log's
-durationMs), and for function calls the share until the endpoint's answer reached the worker
-(the function call record's latencyMs; the record is written and the answer handed back
-after).
+Columns: "machine CPU (others)" is the whole machine's busy share during the step (both
+cores = 100 %) and, in brackets, the share of processes not of this benchmark (neither the
+service, its PostgreSQL backends, nor the load generator: this process and its receivers);
+"CPU ms/call" the CPU time of the service's processes (gunicorn, both workers with their
+pools and the PostgreSQL backends of its database) or of the bare gunicorn during the step
+over the calls that arrived in it; "queued max" the most jobs seen waiting in the functions
+and webhooks queues (sampled once a second). The next tables time each request at the
+highest rate met and at the first rate missed: as the runtime saw it and as the app measured
+it (its request log's durationMs), and for function calls the share until the endpoint's
+answer reached the worker (the function call record's latencyMs; the record is written and
+the answer handed back after).
 
 Usage: python bench/capacity.py [--quick] [--database sqlite|postgresql|both]
   --quick: 1 and 2 calls/s, 6 s steps, 4 s calls; to check that it works, not a figure.
@@ -282,12 +284,19 @@ class Stack:
         self.env = {**os.environ, **env}
         self.port = port
         self.processes: dict[str, subprocess.Popen] = {}
+        self.sessions: dict[int, str] = {}
+        # The PostgreSQL database's name: its backends' CPU is the service's too.
+        database_url = env.get("DATABASE_URL", "")
+        self.database = (
+            database_url.rsplit("/", 1)[1] if database_url.startswith("postgres") else None
+        )
 
     def run(self, name: str, *command: str) -> None:
         with open(self.folder / f"{name}.log", "a") as log:
             self.processes[name] = subprocess.Popen(
                 command, cwd=ROOT, env=self.env, stdout=log, stderr=log, start_new_session=True
             )
+        self.sessions[self.processes[name].pid] = name
 
     def check(self) -> None:
         for name, process in self.processes.items():
@@ -296,18 +305,29 @@ class Stack:
                 raise RuntimeError(f"{name} exited with {process.returncode}:\n{tail}")
 
     def cpu_seconds(self) -> Counter[str]:
-        """CPU seconds of every process of each of the stack's sessions (with their reaped
-        children), by the name it was started with."""
-        sessions = {process.pid: name for name, process in self.processes.items()}
+        """CPU seconds so far, by where they were spent: each of the stack's sessions by the
+        name it was started with (with the children its processes reaped), "postgres" for the
+        PostgreSQL backends serving its database, "load" for this process and its receivers
+        (the load generator)."""
+        me = os.getpid()
         ticks: Counter[str] = Counter()
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
             try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                head, tail = (entry / "stat").read_text().rsplit(")", 1)
+                fields = tail.split()
+                name = self.sessions.get(int(fields[3]))  # fields[3] is the session id
+                if name is None:
+                    command = ""
+                    if int(entry.name) != me and (int(fields[1]) == me or "(postgres" in head):
+                        command = (entry / "cmdline").read_text()  # fields[1] is the parent
+                    if int(entry.name) == me or "_receiver.py" in command:
+                        name = "load"
+                    elif self.database and self.database in command:
+                        name = "postgres"
             except OSError:
                 continue
-            name = sessions.get(int(fields[3]))  # fields[3] is the session id
             if name:
                 ticks[name] += sum(int(value) for value in fields[11:15])  # utime … cstime
         return Counter({name: count / os.sysconf("SC_CLK_TCK") for name, count in ticks.items()})
@@ -448,6 +468,7 @@ class Step:
     ended: float = 0.0
     cpu_s: Counter[str] = field(default_factory=Counter)  # each process's CPU seconds in it
     machine_busy: float = 0.0  # share of the machine's CPU busy during the step
+    others_busy: float = 0.0  # of it, the share of processes not of this benchmark
     polls: list[Poll] = field(default_factory=list)  # the lists made during the step
     result: dict | None = None
 
@@ -502,7 +523,9 @@ def evaluate(step: Step, deliveries: Deliveries | None, polls: list[Poll]) -> di
         "deliveries": len(latencies),
         "errors": len(errors),
         "first_error": errors[0] if errors else "",
-        "cpu_ms_per_call": sum(step.cpu_s.values()) * 1000 / max(1, len(step.calls)),
+        "cpu_ms_per_call": sum(seconds for name, seconds in step.cpu_s.items() if name != "load")
+        * 1000
+        / max(1, len(step.calls)),
         "cpu_ms_by_process": {
             name: seconds * 1000 / max(1, len(step.calls)) for name, seconds in step.cpu_s.items()
         },
@@ -586,6 +609,8 @@ def ramp(
             step.cpu_s.subtract(cpu)
             busy, total = machine_times()
             step.machine_busy = (busy - machine[0]) / max(1, total - machine[1])
+            ours = sum(step.cpu_s.values()) / ((step.ended - step.started) * (os.cpu_count() or 1))
+            step.others_busy = max(0.0, step.machine_busy - ours)
             steps.append(step)
             pending.append(step)
             stack.check()
@@ -625,7 +650,8 @@ def show(label: str, step: Step) -> None:
         f"{result['hop_p50']:.1f} / {result['hop_p99']:.1f} ms, event p99 "
         f"{'-' if event is None else f'{event * 1000:.0f} ms'}, errors {result['errors']}"
         f"{' (' + result['first_error'][:160] + ')' if result['errors'] else ''}; machine CPU "
-        f"{step.machine_busy * 100:.0f} %, load {step.load:.1f}; "
+        f"{step.machine_busy * 100:.0f} % (others {step.others_busy * 100:.0f} %), load "
+        f"{step.load:.1f}; "
         f"{'met' if result['met'] else 'MISSED'}{' (overloaded)' if result['overloaded'] else ''}",
         flush=True,
     )
@@ -770,7 +796,7 @@ def report(
                 f"{step.rate * AVERAGE_CALL_S:,.0f}",
                 result.get("calls", "-"),
                 f"{step.load:.1f}",
-                f"{step.machine_busy * 100:.0f} %",
+                f"{step.machine_busy * 100:.0f} % ({step.others_busy * 100:.0f} %)",
                 ms(result.get("hop_p50")),
                 ms(result.get("hop_p99")),
                 ms(base.get("hop_p99")),
@@ -794,7 +820,7 @@ def report(
             "at once (3 min)",
             "calls",
             "load avg",
-            "machine CPU",
+            "machine CPU (others)",
             "hop p50 ms",
             "hop p99 ms",
             "bare hop p99",
@@ -841,15 +867,20 @@ def report(
     if compared:
         ours_cpu = statistics.median(cpu for cpu, _ in compared)
         measured = [step.result["cpu_ms_by_process"] for step in ours if step.result]
+        names = ["web", "functions", "webhooks"]
+        if any("postgres" in cpu for cpu in measured):
+            names.append("postgres")
         by_process = ", ".join(
             f"{name} {statistics.median(cpu.get(name, 0.0) for cpu in measured):.0f}"
-            for name in ("web", "functions", "webhooks")
+            for name in names
         )
+        load = statistics.median(cpu.get("load", 0.0) for cpu in measured)
         print(
             f"CPU per call: {ours_cpu:.0f} ms ({by_process}), "
             f"{statistics.median(cpu / base for cpu, base in compared):.1f} x bare Flask's "
             f"(medians over the steps); {os.cpu_count()} cores fully given to the service would "
-            f"run out of CPU near {(os.cpu_count() or 1) * 1000 / ours_cpu:.0f} calls/s."
+            f"run out of CPU near {(os.cpu_count() or 1) * 1000 / ours_cpu:.0f} calls/s. "
+            f"The load generator (this process and its receivers) took {load:.0f} ms a call."
         )
     picks = dict.fromkeys(rate for rate in (best, first_miss and first_miss.rate) if rate)
     for rate in picks or [ours[0].rate]:
