@@ -62,6 +62,32 @@ def fresh_redis() -> str:
     return REDIS_URL
 
 
+@contextmanager
+def postgres_database() -> Iterator[str | None]:
+    """A fresh PostgreSQL database for the run, dropped after; None when none answers at
+    POSTGRES_URL (BENCH_POSTGRES_URL)."""
+    import psycopg2
+
+    try:
+        admin = psycopg2.connect(POSTGRES_URL, connect_timeout=3)
+    except psycopg2.Error:
+        yield None
+        return
+    admin.autocommit = True
+    name = f"va_bench_{uuid.uuid4().hex[:10]}"
+    with admin.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE {name}")
+    try:
+        yield POSTGRES_URL.rsplit("/", 1)[0] + "/" + name
+    finally:
+        from app import db
+
+        db.close_all()
+        with admin.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.close()
+
+
 def service_env(database_url: str, **extra: str) -> dict[str, str]:
     """Environment of a service process (gunicorn or worker.py) on the bench database."""
     return {
@@ -96,37 +122,12 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 @contextmanager
-def postgres_database() -> Iterator[str | None]:
-    """A fresh PostgreSQL database for the run, dropped after; None when none answers."""
-    import psycopg2
-
-    try:
-        admin = psycopg2.connect(POSTGRES_URL, connect_timeout=3)
-    except psycopg2.Error:
-        yield None
-        return
-    admin.autocommit = True
-    name = f"va_bench_{uuid.uuid4().hex[:10]}"
-    with admin.cursor() as cursor:
-        cursor.execute(f"CREATE DATABASE {name}")
-    try:
-        yield POSTGRES_URL.rsplit("/", 1)[0] + "/" + name
-    finally:
-        from app import db
-
-        db.close_all()
-        with admin.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        admin.close()
-
-
-@contextmanager
-def receiver() -> Iterator[str]:
-    """bench/_receiver.py in its own process (not competing with the bench for the GIL);
-    yield its base URL."""
+def receiver(delay_ms: int = 0) -> Iterator[str]:
+    """bench/_receiver.py in its own process (not competing with the bench for the GIL),
+    answering each request after delay_ms; yield its base URL."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "_receiver.py"), str(port)],
+        [sys.executable, str(ROOT / "bench" / "_receiver.py"), str(port), str(delay_ms)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
