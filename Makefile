@@ -40,6 +40,8 @@ lint: install-dev
 	$(BIN)/ruff check app tests bench deploy worker.py wsgi.py
 	$(BIN)/ruff format --check app tests bench deploy worker.py wsgi.py
 	$(BIN)/mypy app
+	@# The docs site must build without a warning (broken links and anchors included).
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 test: install-dev lint
 	@$(BIN)/python -c "import redis, sys; redis.Redis.from_url('$(TEST_REDIS_URL)', socket_connect_timeout=2).ping()" 2>/dev/null || { \
@@ -81,4 +83,4 @@ bench: install-dev
 	done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) site .pytest_cache .ruff_cache .mypy_cache .hypothesis
