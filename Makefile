@@ -26,7 +26,8 @@ $(BIN)/.installed-dev: $(BIN)/.installed
 install: $(BIN)/.installed
 install-dev: $(BIN)/.installed-dev
 
-# The port first (a second make run must not revoke the demo key of the one serving), then
+# The port first (a second make run must change nothing, not even the demo owner's password,
+# while another one serves), then
 # the development settings, written once to instance/config.py, where every flask command
 # reads them too.
 run: install
