@@ -38,8 +38,8 @@ run: install
 	$(BIN)/flask run --host 127.0.0.1 --port $(PORT)
 
 lint: install-dev
-	$(BIN)/ruff check app tests bench deploy worker.py wsgi.py
-	$(BIN)/ruff format --check app tests bench deploy worker.py wsgi.py
+	$(BIN)/ruff check app tests bench deploy docs/examples worker.py wsgi.py
+	$(BIN)/ruff format --check app tests bench deploy docs/examples worker.py wsgi.py
 	$(BIN)/mypy app
 	@# The docs site must build without a warning (broken links and anchors included).
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
@@ -53,6 +53,10 @@ test: install-dev lint
 		echo "make test needs Chromium for the browser tests (set CHROMIUM=/path/to/chromium to use another)."; \
 		echo "Install it: apt-get install chromium (Debian)"; \
 		exit 1; }
+	@for tool in curl jq; do command -v $$tool >/dev/null || { \
+		echo "make test needs $$tool for the README tour test (tests/test_readme_tour.py)."; \
+		echo "Install it: apt-get install $$tool (Debian)"; \
+		exit 1; }; done
 	@echo "SQLite pass"
 	TEST_DATABASE_URL= $(BIN)/pytest -m "not soak"
 	@$(MAKE) --no-print-directory test-postgres
