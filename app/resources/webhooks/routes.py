@@ -5,6 +5,7 @@ from flask.views import MethodView
 from app.auth import current_tenant
 from app.errors import ErrorSchema
 from app.resources.common import TenantBlueprint
+from app.resources.events.payloads import CALLBACKS
 from app.resources.webhooks.schemas import (
     DeliveryListSchema,
     DeliveryQueryArgsSchema,
@@ -49,9 +50,13 @@ class Webhooks(MethodView):
 
     @blp.arguments(WebhookCreateSchema)
     @blp.response(201, WebhookSchema)
-    @blp.doc(operationId="createWebhook")
+    @blp.doc(operationId="createWebhook", callbacks=CALLBACKS)
     def post(self, fields):
-        """Register a webhook"""
+        """Register a webhook
+
+        Its url then receives a signed POST of every event it subscribes to: the callbacks
+        below, one per event, with the body each one carries.
+        """
         return webhook_service.create_webhook(tenant=current_tenant(), **fields)
 
 
