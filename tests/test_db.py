@@ -30,6 +30,7 @@ def test_migrations_create_every_table_from_empty(tmp_path):
         "007_event_seq",
         "008_idempotency_keys",
         "009_function_timeout",
+        "010_secret_rotation",
     ]
     tables = set(database.get_tables())
     assert {model._meta.table_name for model in ALL_MODELS} <= tables

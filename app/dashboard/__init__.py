@@ -12,9 +12,11 @@ from typing import Any
 
 from flask import (
     Blueprint,
+    Response,
     abort,
     current_app,
     g,
+    make_response,
     redirect,
     render_template,
     request,
@@ -27,6 +29,7 @@ from werkzeug.exceptions import HTTPException
 from app.errors import AppError
 from app.resources.guards import refuse_nul_characters
 from app.services import audit
+from app.services import secrets as secret_service
 from app.services import users as user_service
 from app.util import utcnow
 
@@ -125,6 +128,37 @@ FORM_ID = "form_id"
 SENT_FORMS = "sent_forms"
 SENT_FORMS_KEPT = 20
 ALREADY_SENT = "This form was sent already (the page was reloaded): nothing new was created."
+
+
+# The choices of a secret rotation's overlap (hours, label), and the one chosen unless changed.
+OVERLAPS = (
+    (1, "1 hour"),
+    (24, "24 hours"),
+    (72, "3 days"),
+    (168, "a week"),
+    (0, "no time: it stops at once"),
+)
+
+
+def rotation_page(*, title: str, question: str, action: str, cancel: str, back: str) -> str:
+    """The confirmation of a secret's rotation, with the choice of its overlap."""
+    return render_template(
+        "dashboard/rotate_secret.html",
+        title=title,
+        question=question,
+        action=action,
+        cancel=cancel,
+        back=back,
+        overlaps=OVERLAPS,
+        default_overlap=secret_service.DEFAULT_OVERLAP_HOURS,
+    )
+
+
+def secret_page(body: str, status: int = 200) -> Response:
+    """A page that shows a secret once: kept by no cache."""
+    response = make_response(body, status)
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 def new_form_id() -> str:

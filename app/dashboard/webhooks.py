@@ -8,11 +8,20 @@ from flask import flash, g, redirect, render_template, request, url_for
 from marshmallow import ValidationError
 from werkzeug.datastructures import MultiDict
 
-from app.dashboard import ALREADY_SENT, bp, first_sending, record_change, require_change
+from app.dashboard import (
+    ALREADY_SENT,
+    bp,
+    first_sending,
+    record_change,
+    require_change,
+    rotation_page,
+    secret_page,
+)
 from app.dashboard.formdata import Errors, as_form, changed, flatten, load_form
 from app.db import database
 from app.errors import Conflict, ValidationFailed
 from app.models import Webhook
+from app.resources.common import SecretRotationSchema
 from app.resources.webhooks.schemas import (
     DeliveryQueryArgsSchema,
     ReplayRequestSchema,
@@ -27,6 +36,9 @@ from app.services.events import EVENT_TYPES
 from app.services.pages import COUNT_LIMIT
 from app.util import isoformat, utcnow
 
+ROTATED_ALREADY = (
+    "This form was sent already (the page was reloaded): the secret was not rotated again."
+)
 LOG_PAGE_SIZE = 20
 LOG_ARGS = ("limit", "offset", "status")
 # What the edit form changes; the secret is set once, at creation (or through the API).
@@ -63,7 +75,7 @@ def new_webhook():
             # write transaction waits on a DNS answer (so too when saving the form).
             record_change("webhook.created", webhook.id)
             # Rendered, never flashed: the session cookie is signed, not encrypted.
-            return _webhook_page(webhook, secret=fields["secret"]), 201
+            return secret_page(_webhook_page(webhook, secret=fields["secret"]), 201)
     return _new_webhook_page(request.form, errors), 422
 
 
@@ -106,6 +118,7 @@ def _webhook_page(
     values: MultiDict | None = None,
     errors: Errors | None = None,
     secret: str | None = None,
+    rotated: str | None = None,
     replay_values: MultiDict | None = None,
     replay_errors: Errors | None = None,
 ) -> str:
@@ -123,6 +136,7 @@ def _webhook_page(
         replay_limit=webhook_service.REPLAY_LIMIT,
         event_types=EVENT_TYPES,
         secret=secret,
+        rotated=rotated,
         log=delivery_service.list_deliveries(webhook=webhook, **log_args),
         log_status=log_args.get("status", ""),
         statuses=STATUSES,
@@ -142,6 +156,41 @@ def _log_args() -> dict[str, Any]:
             + " ".join(f"{key}: {' '.join(messages)}" for key, messages in details.items()),
             details=details,
         ) from None
+
+
+@bp.route("/webhooks/<webhook_id>/rotate-secret", methods=["GET", "POST"])
+def rotate_webhook_secret(webhook_id: str):
+    """GET asks for confirmation and the overlap; POST rotates and shows the new secret once."""
+    require_change()
+    webhook = webhook_service.get_webhook(tenant=g.tenant, webhook_id=webhook_id)
+    here = url_for("dashboard.webhook", webhook_id=webhook.id)
+    if request.method == "GET":
+        return rotation_page(
+            title="Rotate the webhook's secret",
+            question=f"Give the webhook to {webhook.url} a new secret? Its deliveries are "
+            "signed with the new one from now on, and with the old one beside it for the "
+            "time you choose.",
+            action=url_for("dashboard.rotate_webhook_secret", webhook_id=webhook.id),
+            cancel=here,
+            back="Webhook",
+        )
+    if not first_sending():
+        flash(ROTATED_ALREADY, "info")
+        return redirect(here)
+    fields, errors = load_form(SecretRotationSchema(only=("overlap_hours",)), request.form)
+    if errors:
+        raise ValidationFailed("Choose how long the old secret keeps signing.", details=errors)
+    with database.atomic():
+        webhook, secret = webhook_service.rotate_secret(
+            tenant=g.tenant, webhook_id=webhook.id, overlap_hours=fields["overlap_hours"]
+        )
+        record_change(
+            "webhook.secret_rotated",
+            webhook.id,
+            overlapHours=fields["overlap_hours"],
+            previousSecretExpiresAt=isoformat(webhook.overlap_ends_at),
+        )
+    return secret_page(_webhook_page(webhook, rotated=secret))
 
 
 @bp.route("/webhooks/<webhook_id>/disable", methods=["POST"])

@@ -1,7 +1,6 @@
 """Webhooks: a tenant's receiver URLs, the events each subscribes to, test events and
 replays of the event log."""
 
-import secrets
 from datetime import datetime
 from typing import Any
 
@@ -9,7 +8,7 @@ from app import outbound
 from app.db import database, is_sqlite
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Delivery, Tenant, Webhook
-from app.services import deliveries
+from app.services import deliveries, secrets
 from app.services import events as event_service
 from app.util import new_id, utcnow
 
@@ -22,7 +21,7 @@ INSERT_BATCH = 500  # rows per INSERT: within SQLite's limit on bound parameters
 
 def new_secret() -> str:
     """A signing secret to offer for a new webhook (43 URL-safe characters)."""
-    return secrets.token_urlsafe(32)
+    return secrets.generate()
 
 
 def list_webhooks(*, tenant: Tenant) -> list[Webhook]:
@@ -53,12 +52,15 @@ def create_webhook(*, tenant: Tenant, url: str, events: list[str], secret: str) 
 
 
 def update_webhook(*, tenant: Tenant, webhook_id: str, **fields: Any) -> Webhook:
-    """Change url, events, secret or isActive; re-enabling clears the reason and failure clock."""
+    """Change url, events, secret or isActive; re-enabling clears the reason and failure clock.
+    A new secret replaces the old one at once (rotate_secret gives an overlap)."""
     if "url" in fields:
         outbound.require_safe_url(fields["url"], field="url")
     with database.atomic():
         webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
         enable = fields.pop("is_active", None)
+        if "secret" in fields:
+            secrets.replace(webhook, field="secret", secret=fields.pop("secret"))
         for name, value in fields.items():
             setattr(webhook, name, value)
         if enable is True and not webhook.is_active:
@@ -70,6 +72,26 @@ def update_webhook(*, tenant: Tenant, webhook_id: str, **fields: Any) -> Webhook
         if enable is False and webhook.is_active:
             deliveries.disable(webhook, reason=None)
     return webhook
+
+
+def rotate_secret(
+    *,
+    tenant: Tenant,
+    webhook_id: str,
+    secret: str | None = None,
+    overlap_hours: int = secrets.DEFAULT_OVERLAP_HOURS,
+) -> tuple[Webhook, str]:
+    """Give the webhook a new secret (the one given, or a generated one): deliveries are signed
+    with it at once, and with the current one beside it until the overlap ends. The webhook
+    and its new secret."""
+    with database.atomic():
+        webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
+        new = secret or secrets.generate()
+        now = utcnow()
+        secrets.rotate(webhook, field="secret", secret=new, overlap_hours=overlap_hours, now=now)
+        webhook.updated_at = now
+        webhook.save()
+    return webhook, new
 
 
 def delete_webhook(*, tenant: Tenant, webhook_id: str) -> None:

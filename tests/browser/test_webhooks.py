@@ -9,6 +9,7 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from app.db import database
+from app.models import Webhook
 from app.services import events
 from app.services import webhooks as webhook_service
 from app.util import utcnow
@@ -205,3 +206,32 @@ def test_replay_since_with_until_before_since_says_so(page, shot, signed_in, ten
     expect(page.get_by_label("Until (UTC, optional)")).to_have_attribute("aria-invalid", "true")
     shot("replay-refused")
     assert receiver.requests == []
+
+
+def test_rotate_secret_shows_the_new_one_once_with_a_copy_button(
+    page, shot, signed_in, tenant, receiver
+):
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    webhook = webhook_service.create_webhook(
+        tenant=tenant, url=f"{receiver.url}/hooks", events=["call.ended"], secret="s" * 32
+    )
+    signed_in("admin")
+    open_webhooks(page, shot)
+    page.get_by_role("link", name=f"{receiver.url}/hooks").click()
+    shot("webhook")
+    page.get_by_role("link", name="Rotate secret").click()
+    expect(heading(page)).to_have_text("Rotate the webhook's secret")
+    expect(page.get_by_label("The old secret keeps signing for")).to_have_value("24")
+    shot("rotate-secret")
+    page.get_by_label("The old secret keeps signing for").select_option(label="1 hour")
+    page.get_by_role("button", name="Rotate secret").click()
+    expect(heading(page)).to_have_text("Webhook")
+    expect(page.get_by_role("status")).to_contain_text("Secret rotated.")
+    expect(page.get_by_role("status")).to_contain_text("The old secret signs every delivery")
+    shot("secret-rotated")
+    rotated = Webhook.get_by_id(webhook.id)
+    new = page.get_by_label("New secret").input_value()
+    assert new == rotated.secret and rotated.previous_secret_in_use() == "s" * 32
+    page.get_by_role("button", name="Copy").click()
+    expect(page.get_by_role("button", name="Copied")).to_be_visible()
+    assert page.evaluate("navigator.clipboard.readText()") == new

@@ -282,7 +282,7 @@ def test_add_function_shows_its_secret_once(signed_in, post, headers, agent_id, 
     secret = Function.get().signing_secret
     assert secret.startswith("fsec_")
     body = text(response)
-    assert f'<p class="secret">{secret}</p>' in body and "shown only this once" in body
+    assert f'readonly value="{secret}"' in body and "shown only this once" in body
     [listed] = signed_in.get(f"/api/v1/agents/{agent_id}/functions", headers=headers).json[
         "functions"
     ]

@@ -325,3 +325,27 @@ def test_an_unknown_function_is_404(signed_in, post, agent_id):
         path = f"{AGENTS}/{agent_id}/functions/nope{suffix}"
         assert signed_in.get(path).status_code == 404
         assert post(path, {"parameters": "{}"}).status_code == 404
+
+
+def test_rotating_a_functions_secret_shows_the_new_one_once_and_records_it(
+    signed_in, post, headers, agent_id, endpoint
+):
+    define(signed_in, headers, agent_id, endpoint.url + "/slots")
+    path = f"/dashboard/agents/{agent_id}/functions/book_slot/rotate-secret"
+    confirm = signed_in.get(path)
+    assert confirm.status_code == 200 and "X-Service-Signature-Previous" in text(confirm)
+    response = post(path, {"overlapHours": "0"}, token_from=path)
+    assert response.status_code == 200 and response.headers["Cache-Control"] == "no-store"
+    function = Function.get()
+    assert function.signing_secret.startswith("fsec_") and function.signing_secret != SECRET
+    assert function.previous_secret_in_use() is None  # no overlap was chosen
+    body = text(response)
+    assert f'readonly value="{function.signing_secret}"' in body
+    assert "The old secret no longer signs anything." in body
+    page = text(signed_in.get(f"/dashboard/agents/{agent_id}/functions/book_slot"))
+    assert function.signing_secret not in page and "Rotate secret" in page
+    assert changes()[-1] == (
+        "function.secret_rotated",
+        function.id,
+        {"agentId": agent_id, "overlapHours": 0, "previousSecretExpiresAt": None},
+    )

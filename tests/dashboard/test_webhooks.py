@@ -100,7 +100,7 @@ def test_create_webhook_shows_it_in_the_api_and_its_secret_once(signed_in, post,
     assert listed["isActive"] is True and listed["secretHint"] == "1234"
     assert Webhook.get().secret == SECRET
     body = text(response)
-    assert f'<p class="secret">{SECRET}</p>' in body and "shown only this once" in body
+    assert f'readonly value="{SECRET}"' in body and "shown only this once" in body
     assert f'action="/dashboard/webhooks/{listed["id"]}"' in body
     assert SECRET not in text(signed_in.get(f"{WEBHOOKS}/{listed['id']}"))
     assert all(SECRET not in str(record.__dict__) for record in caplog.records)
@@ -559,3 +559,49 @@ def test_junk_in_any_field_is_never_a_500(signed_in, post, webhook_id, value):
         if value.strip("\r\n /"):
             response = signed_in.get(path) if "retry" not in path else post(path)
             assert response.status_code < 500, path
+
+
+def test_rotate_secret_asks_for_confirmation_and_the_overlap(signed_in, webhook_id):
+    page = signed_in.get(f"{WEBHOOKS}/{webhook_id}/rotate-secret")
+    assert page.status_code == 200
+    body = text(page)
+    assert "Rotate the webhook&#39;s secret" in body and "Rotate secret</button>" in body
+    assert '<option value="24" selected>24 hours</option>' in body
+    assert Webhook.get_by_id(webhook_id).secret == SECRET
+
+
+def test_rotate_secret_shows_the_new_one_once_and_records_it(signed_in, post, webhook_id):
+    token_from = f"{WEBHOOKS}/{webhook_id}/rotate-secret"
+    form = {"overlapHours": "72"}
+    response = post(f"{WEBHOOKS}/{webhook_id}/rotate-secret", form, token_from=token_from)
+    assert response.status_code == 200 and response.headers["Cache-Control"] == "no-store"
+    webhook = Webhook.get_by_id(webhook_id)
+    assert webhook.secret != SECRET and webhook.previous_secret_in_use() == SECRET
+    body = text(response)
+    assert f'readonly value="{webhook.secret}"' in body and 'data-copy="new-secret"' in body
+    expires = webhook.overlap_ends_at
+    assert f"until {expires:%Y-%m-%d %H:%M:%S} UTC" in body
+    assert abs(expires - (utcnow() + timedelta(hours=72))) < timedelta(minutes=1)
+    assert webhook.secret not in text(signed_in.get(f"{WEBHOOKS}/{webhook_id}"))
+    [(action, target, details)] = changes()[-1:]
+    assert (action, target, details["overlapHours"]) == ("webhook.secret_rotated", webhook_id, 72)
+    assert webhook.secret not in str(list(AuditEntry.select().dicts()))
+
+
+def test_a_reloaded_rotation_does_not_rotate_again(signed_in, webhook_id):
+    path = f"{WEBHOOKS}/{webhook_id}/rotate-secret"
+    form = {
+        "overlapHours": "24",
+        "form_id": "one-form",
+        "csrf_token": csrf_token(signed_in.get(path)),
+    }
+    assert signed_in.post(path, data=form).status_code == 200
+    rotated = Webhook.get_by_id(webhook_id).secret
+    again = signed_in.post(path, data=form)
+    assert again.status_code == 302 and Webhook.get_by_id(webhook_id).secret == rotated
+
+
+def test_a_viewer_cannot_rotate_a_secret(client, viewer, headers, webhook_id):
+    sign_in(client, viewer.email)
+    assert client.get(f"{WEBHOOKS}/{webhook_id}/rotate-secret").status_code == 403
+    assert "Rotate secret" not in text(client.get(f"{WEBHOOKS}/{webhook_id}"))

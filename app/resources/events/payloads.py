@@ -236,6 +236,11 @@ class EventDetailSchema(EventUnion):
 DELIVERY_HEADERS = (
     ("X-Service-Signature", "sha256=<hex HMAC-SHA256 of the raw body, keyed by the secret>."),
     (
+        "X-Service-Signature-Previous",
+        "Only while a rotated secret overlaps (rotate-secret): the same, keyed by the previous "
+        "secret.",
+    ),
+    (
         "webhook-signature",
         "Standard Webhooks: v1,<base64 HMAC-SHA256 of "
         '"{webhook-id}.{webhook-timestamp}.{body}">; while a rotated secret overlaps, two such '
@@ -260,7 +265,7 @@ def _callback(event: str, meaning: str) -> dict[str, Any]:
                     {
                         "name": name,
                         "in": "header",
-                        "required": True,
+                        "required": name != "X-Service-Signature-Previous",
                         "description": description,
                         "schema": {"type": "string"},
                     }
