@@ -145,6 +145,7 @@ class Call(BaseModel):
             (("tenant", "agent", "started_at", "id"), False),
             (("tenant", "phone_number", "started_at", "id"), False),
             (("tenant", "direction", "started_at", "id"), False),
+            (("tenant", "caller_number", "started_at", "id"), False),
         )
 
 
@@ -220,6 +221,9 @@ class Webhook(RotatedSecret, BaseModel):
     is_active = pw.BooleanField(default=True)
     disabled_reason = pw.CharField(max_length=255, null=True)
     failing_since = pw.DateTimeField(null=True)  # first failure since the last success
+    # Failed attempts since the last success; the database has the default too, for rows
+    # written by code from before it (migration 011).
+    consecutive_failures = pw.IntegerField(default=0, constraints=[pw.SQL("DEFAULT 0")])
     created_at = pw.DateTimeField(default=utcnow)
     updated_at = pw.DateTimeField(default=utcnow)
 

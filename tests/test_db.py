@@ -31,6 +31,8 @@ def test_migrations_create_every_table_from_empty(tmp_path):
         "008_idempotency_keys",
         "009_function_timeout",
         "010_secret_rotation",
+        "011_webhook_consecutive_failures",
+        "012_call_caller_number_index",
     ]
     tables = set(database.get_tables())
     assert {model._meta.table_name for model in ALL_MODELS} <= tables

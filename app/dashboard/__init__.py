@@ -20,6 +20,7 @@ from flask import (
     redirect,
     render_template,
     request,
+    send_from_directory,
     session,
     url_for,
 )
@@ -181,8 +182,8 @@ def can_change() -> bool:
     return user is not None and user.role in user_service.CAN_CHANGE
 
 
-# The main menu: every page that exists, in this order; Settings → Team and Audit log are
-# for owners only.
+# The main menu: every page that exists, in this order; Team, Audit log and Settings are for
+# owners only.
 NAVIGATION = (
     ("dashboard.overview", "Overview"),
     ("dashboard.calls", "Calls"),
@@ -193,8 +194,9 @@ NAVIGATION = (
     ("dashboard.api_keys", "API keys"),
     ("dashboard.team", "Team"),
     ("dashboard.audit_log", "Audit log"),
+    ("dashboard.tenant_settings", "Settings"),
 )
-OWNER_PAGES = {"dashboard.team", "dashboard.audit_log"}
+OWNER_PAGES = {"dashboard.team", "dashboard.audit_log", "dashboard.tenant_settings"}
 
 
 def navigation() -> list[tuple[str, str]]:
@@ -245,6 +247,14 @@ def front_page():
     return redirect(url_for("dashboard.overview"))
 
 
+def favicon() -> Response:
+    """The icon browsers ask every site for (/favicon.ico), the dashboard's pages link it."""
+    assert bp.static_folder is not None
+    return send_from_directory(
+        bp.static_folder, "favicon.ico", mimetype="image/vnd.microsoft.icon", max_age=24 * 3600
+    )
+
+
 @bp.errorhandler(Exception)
 def unexpected_error(error: Exception):
     log.exception("unhandled error", exc_info=error)
@@ -271,3 +281,4 @@ def init_app(app) -> None:
 
     app.register_blueprint(bp)
     app.add_url_rule("/", "front_page", front_page)
+    app.add_url_rule("/favicon.ico", "favicon", favicon)

@@ -173,7 +173,8 @@ def new_function(agent_id: str):
         flash(ALREADY_SENT, "info")
         return redirect(url_for("dashboard.agent", agent_id=agent.id))
     # The signing secret is generated, as when the API is sent none.
-    fields, errors = load_form(FunctionCreateSchema(exclude=("secret",)), request.form)
+    schema = FunctionCreateSchema(exclude=("secret",))
+    fields, errors = load_form(schema, request.form, urls_at=("endpoint",))
     status = 422
     if not errors:
         try:
@@ -225,7 +226,7 @@ def function_settings(agent_id: str, name: str):
     agent, function = _function_of(agent_id, name)
     if request.method == "GET":
         return _function_page(agent, function)
-    fields, errors = load_form(FunctionUpdateSchema(), request.form)
+    fields, errors = load_form(FunctionUpdateSchema(), request.form, urls_at=("endpoint",))
     changes = changed(function, fields)
     if not errors and changes:
         try:

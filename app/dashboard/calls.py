@@ -12,7 +12,7 @@ from app.services import function_calls as function_call_service
 from app.services import phone_numbers as number_service
 
 QUERY_ARGS = CallQueryArgsSchema()
-FILTERS = ("status", "from", "to", "agentId", "phoneNumberId", "direction")
+FILTERS = ("status", "from", "to", "agentId", "phoneNumberId", "direction", "callerNumber")
 
 
 @bp.route("/calls")
@@ -41,10 +41,12 @@ def calls():
 def call(call_id):
     found = call_service.get_call(tenant=g.tenant, call_id=call_id)
     agents = {agent.id: agent.name for agent in agent_service.list_agents(tenant=g.tenant)}
+    numbers = {number.id: number for number in number_service.list_numbers(tenant=g.tenant)}
     return render_template(
         "dashboard/calls/detail.html",
         call=found,
         agent_name=agents.get(found.agent_id),
+        number=numbers.get(found.phone_number_id),
         events=event_service.for_call(tenant=g.tenant, call_id=found.id),
         function_calls=function_call_service.list_for_call(tenant=g.tenant, call_id=found.id),
     )

@@ -43,16 +43,20 @@ LOG_PAGE_SIZE = 20
 LOG_ARGS = ("limit", "offset", "status")
 # What the edit form changes; the secret is set once, at creation (or through the API).
 EDIT_FIELDS = ("url", "events", "is_active")
-# The replay form's fields: times as a datetime-local input sends them (UTC), until optional.
+# The replay form's fields: UTC times typed as text (a browser's date picker would show them in
+# the browser's own format and zone, beside a label saying UTC), until optional.
 REPLAY_FIELDS = ("since", "until")
 REPLAY_SINCE = timedelta(days=1)  # the since the form offers: a day ago
-MINUTES = "%Y-%m-%dT%H:%M"
+MINUTES = "%Y-%m-%d %H:%M"
 
 
 @bp.route("/webhooks")
 def webhooks():
+    webhooks = webhook_service.list_webhooks(tenant=g.tenant)
     return render_template(
-        "dashboard/webhooks/list.html", webhooks=webhook_service.list_webhooks(tenant=g.tenant)
+        "dashboard/webhooks/list.html",
+        webhooks=webhooks,
+        healths=webhook_service.health(webhooks=webhooks),
     )
 
 
@@ -64,7 +68,7 @@ def new_webhook():
     if not first_sending():
         flash(ALREADY_SENT, "info")
         return redirect(url_for("dashboard.webhooks"))
-    fields, errors = load_form(WebhookCreateSchema(), request.form)
+    fields, errors = load_form(WebhookCreateSchema(), request.form, urls_at=("url",))
     if not errors:
         try:
             webhook = webhook_service.create_webhook(tenant=g.tenant, **fields)
@@ -94,7 +98,8 @@ def webhook(webhook_id: str):
     webhook = webhook_service.get_webhook(tenant=g.tenant, webhook_id=webhook_id)
     if request.method == "GET":
         return _webhook_page(webhook)
-    fields, errors = load_form(WebhookUpdateSchema(partial=True, only=EDIT_FIELDS), request.form)
+    schema = WebhookUpdateSchema(partial=True, only=EDIT_FIELDS)
+    fields, errors = load_form(schema, request.form, urls_at=("url",))
     if not errors:
         changes = changed(webhook, fields)
         try:
@@ -129,6 +134,7 @@ def _webhook_page(
     return render_template(
         "dashboard/webhooks/webhook.html",
         webhook=webhook,
+        health=webhook_service.health(webhooks=[webhook])[webhook.id],
         values=values if values is not None else as_form(WebhookSchema().dump(webhook)),
         errors=errors or {},
         replay_values=replay_values,

@@ -276,7 +276,7 @@ def record(delivery: Delivery, lease_until: datetime, sent: Sent) -> str | None:
     with database.atomic():
         if sent.error is None:
             if delivery.webhook.failing_since is not None:  # a success ends a run of failures
-                Webhook.update(failing_since=None).where(
+                Webhook.update(failing_since=None, consecutive_failures=0).where(
                     (Webhook.id == delivery.webhook_id) & Webhook.failing_since.is_null(False)
                 ).execute()
             # A success is written whoever holds the lease now: the receiver has it.
@@ -319,9 +319,10 @@ def _failure(delivery: Delivery, sent: Sent, *, now: datetime) -> tuple[str, dat
     """What a failed attempt leads to: its status and next attempt time. A 410, or failures
     for DISABLE_AFTER in a row, turn the webhook off."""
     webhook_id, status_code = delivery.webhook_id, sent.status_code
-    Webhook.update(failing_since=now).where(
-        (Webhook.id == webhook_id) & Webhook.failing_since.is_null()
-    ).execute()
+    Webhook.update(
+        failing_since=pw.fn.COALESCE(Webhook.failing_since, now),
+        consecutive_failures=Webhook.consecutive_failures + 1,
+    ).where(Webhook.id == webhook_id).execute()
     webhook = Webhook.get_by_id(webhook_id)
     if status_code == 410:
         disable(webhook, reason="The receiver answered 410 Gone.")

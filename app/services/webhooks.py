@@ -1,6 +1,7 @@
 """Webhooks: a tenant's receiver URLs, the events each subscribes to, test events and
 replays of the event log."""
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -37,6 +38,45 @@ def failing_webhooks(*, tenant: Tenant) -> list[Webhook]:
     return list(query.order_by(Webhook.failing_since, Webhook.id))
 
 
+@dataclass(frozen=True)
+class Health:
+    """How a webhook's deliveries go, as the dashboard shows it."""
+
+    state: str  # healthy | failing (since its first failure after a success) | disabled
+    failing_since: datetime | None
+    consecutive_failures: int  # failed attempts since the last success
+    last_success_at: datetime | None  # when its latest delivery that succeeded did
+    disabled_reason: str | None
+
+
+def health(*, webhooks: list[Webhook]) -> dict[str, Health]:
+    """Each webhook's Health by id: a query per webhook (its latest succeeded delivery, one
+    step of the (webhook, status, created_at) index), for the few webhooks a tenant has."""
+    found = {}
+    for webhook in webhooks:
+        last = (
+            Delivery.select(Delivery.completed_at)
+            .where((Delivery.webhook == webhook.id) & (Delivery.status == "succeeded"))
+            .order_by(Delivery.created_at.desc())
+            .limit(1)
+            .scalar()
+        )
+        if not webhook.is_active:
+            state = "disabled"
+        elif webhook.failing_since is not None:
+            state = "failing"
+        else:
+            state = "healthy"
+        found[webhook.id] = Health(
+            state=state,
+            failing_since=webhook.failing_since,
+            consecutive_failures=webhook.consecutive_failures,
+            last_success_at=last,
+            disabled_reason=webhook.disabled_reason,
+        )
+    return found
+
+
 def get_webhook(*, tenant: Tenant, webhook_id: str) -> Webhook:
     """The tenant's webhook, or NotFound (also for another tenant's)."""
     webhook = Webhook.get_or_none((Webhook.id == webhook_id) & (Webhook.tenant == tenant))
@@ -67,6 +107,7 @@ def update_webhook(*, tenant: Tenant, webhook_id: str, **fields: Any) -> Webhook
             webhook.is_active = True
             webhook.disabled_reason = None
             webhook.failing_since = None
+            webhook.consecutive_failures = 0
         webhook.updated_at = utcnow()
         webhook.save()
         if enable is False and webhook.is_active:

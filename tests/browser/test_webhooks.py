@@ -56,11 +56,20 @@ def open_webhooks(page: Page, shot) -> None:
     shot("webhooks")
 
 
+def open_attempts(page: Page) -> None:
+    """Open every delivery's disclosure of its attempts, as a person clicks each one."""
+    closed = page.locator("details:not([open]) > summary")
+    while closed.count():
+        closed.first.click()
+
+
 def reload_until(page: Page, shot, name: str, shown: Locator) -> None:
-    """Reload the page until shown is on it; fails after LOG_WAIT_SECONDS."""
+    """Reload the page (and open the attempts) until shown is on it; fails after
+    LOG_WAIT_SECONDS."""
     deadline = time.monotonic() + LOG_WAIT_SECONDS
     while True:
         page.reload()
+        open_attempts(page)
         shot(name)
         if shown.count() or time.monotonic() > deadline:
             break
@@ -136,6 +145,8 @@ def test_a_viewer_sees_the_delivery_log_without_its_change_buttons(
     expect(page.get_by_role("link", name="Create webhook")).to_have_count(0)
     page.get_by_role("link", name=f"{receiver.url}/hooks").click()
     expect(heading(page)).to_have_text("Webhook")
+    expect(page.get_by_text("1 attempt: last answered 500")).to_be_visible()
+    open_attempts(page)
     shot("webhook")
     expect(attempt_rows(page, 500).first).to_contain_text("The receiver answered 500.")
     expect(page.get_by_label("URL")).to_be_disabled()
@@ -177,7 +188,7 @@ def test_replay_since_sends_the_missed_events_again(
     expect(page.get_by_text("No deliveries yet.")).to_be_visible()
     shot("webhook")
 
-    page.get_by_label("Since (UTC)").fill((now - timedelta(hours=4)).strftime("%Y-%m-%dT%H:%M"))
+    page.get_by_label("Since (UTC)").fill((now - timedelta(hours=4)).strftime("%Y-%m-%d %H:%M"))
     page.get_by_role("button", name="Replay events").click()
     expect(page.get_by_role("status")).to_contain_text("2 events queued for delivery.")
     shot("replayed")
@@ -199,8 +210,8 @@ def test_replay_since_with_until_before_since_says_so(page, shot, signed_in, ten
     open_webhooks(page, shot)
     page.get_by_role("link", name=f"{receiver.url}/hooks").click()
     shot("webhook")
-    page.get_by_label("Since (UTC)").fill("2026-01-02T00:00")
-    page.get_by_label("Until (UTC, optional)").fill("2026-01-01T00:00")
+    page.get_by_label("Since (UTC)").fill("2026-01-02 00:00")
+    page.get_by_label("Until (UTC, optional)").fill("2026-01-01 00:00")
     page.get_by_role("button", name="Replay events").click()
     expect(page.get_by_text("Must be after since.")).to_be_visible()
     expect(page.get_by_label("Until (UTC, optional)")).to_have_attribute("aria-invalid", "true")
