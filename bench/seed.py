@@ -75,7 +75,9 @@ def seed_tenant(*, name: str, calls: int, agents: int = 4, number: str = "+62210
     from app.services import phone_numbers as number_service
     from app.services import tenants as tenant_service
 
-    tenant = tenant_service.create_tenant(name=name, plan="enterprise", rate_limit=10**9)
+    tenant = tenant_service.create_tenant(
+        name=name, plan="enterprise", rate_limit=10**9, concurrent_calls=10**6
+    )
     agent_ids = [
         agent_service.create_agent(tenant=tenant, name=f"Agent {i}", system_prompt="Be brief.").id
         for i in range(agents)

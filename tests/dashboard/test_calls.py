@@ -8,6 +8,7 @@ import pytest
 
 from app import queue
 from app.services import billing
+from app.services import tenants as tenant_service
 from app.util import utcnow
 from tests.call_flow import RUNTIME, answer, start, whole_call
 from tests.dashboard.conftest import sign_in
@@ -78,6 +79,7 @@ def test_pages_of_50_link_to_each_other_keeping_the_filters(
     signed_in, runtime_headers, did, tenant
 ):
     billing.grant(tenant=tenant, minutes=1000)
+    tenant_service.set_plan(tenant=tenant, plan="business", concurrent_calls=51)
     ids = [start(signed_in, runtime_headers, did).json["id"] for _ in range(51)]
     first = signed_in.get("/dashboard/calls?status=ringing")
     assert listed(first) == ids[:0:-1]
