@@ -62,7 +62,6 @@ class CallStartSchema(Schema):
         metadata={"description": "The business number that was called (a provisioned number)."},
     )
     caller_number = fields.String(
-        data_key="callerNumber",
         required=True,
         validate=validate.Regexp(E164, error=E164_ERROR),
         metadata={"description": "The other party's number (the callee of an outbound call)."},
@@ -73,7 +72,6 @@ class CallStartSchema(Schema):
         metadata={"description": "inbound (default) or outbound.", "enum": DIRECTIONS},
     )
     provider_call_id = fields.String(
-        data_key="providerCallId",
         load_default=None,
         allow_none=True,
         validate=validate.Length(1, 128),
@@ -93,37 +91,29 @@ class FunctionSpecSchema(Schema):
 
 
 class SessionSchema(Schema):
-    agent_id = fields.String(
-        data_key="agentId", required=True, metadata={"description": "The agent."}
-    )
+    agent_id = fields.String(required=True, metadata={"description": "The agent."})
     system_prompt = fields.String(
-        data_key="systemPrompt", required=True, metadata={"description": "Instructions for the AI."}
+        required=True, metadata={"description": "Instructions for the AI."}
     )
-    voice_id = fields.String(
-        data_key="voiceId", required=True, metadata={"description": "Voice to speak with."}
-    )
+    voice_id = fields.String(required=True, metadata={"description": "Voice to speak with."})
     greeting_text = fields.String(
-        data_key="greetingText",
         required=True,
         metadata={"description": "What to say on answering."},
     )
     language = fields.String(required=True, metadata={"description": "BCP 47 language tag."})
     escalation_number = fields.String(
-        data_key="escalationNumber",
         required=True,
         allow_none=True,
         metadata={"description": "Where to transfer to a human, or null."},
     )
-    tools_enabled = fields.List(fields.String(), data_key="toolsEnabled", required=True)
+    tools_enabled = fields.List(fields.String(), required=True)
     functions = fields.List(fields.Nested(FunctionSpecSchema), required=True)
     max_call_duration_seconds = fields.Integer(
-        data_key="maxCallDurationSeconds",
         required=True,
         metadata={"description": "Hang up after this: min(agent limit, balance) in seconds."},
     )
     missing_variables = fields.List(
         fields.String(),
-        data_key="missingVariables",
         required=True,
         metadata={
             "description": "Placeholders ({{name}}) of systemPrompt and greetingText that the "
@@ -146,7 +136,6 @@ class StartedCallSchema(CallDetailSchema):
 
 class CallAnsweredSchema(Schema):
     answered_at = UtcDateTime(
-        data_key="answeredAt",
         metadata={"description": "When the agent answered (default: now)."},
     )
 
@@ -178,13 +167,11 @@ class CallEndSchema(Schema):
         metadata={"description": "ended, dropped or failed.", "enum": END_STATUSES},
     )
     duration_seconds = StrictInteger(
-        data_key="durationSeconds",
         required=True,
         validate=validate.Range(0, MAX_CALL_SECONDS),
         metadata={"description": "Seconds from start to end (at most 86,400)."},
     )
     talk_time_seconds = StrictInteger(
-        data_key="talkTimeSeconds",
         required=True,
         validate=validate.Range(0, MAX_CALL_SECONDS),
         metadata={
@@ -193,19 +180,16 @@ class CallEndSchema(Schema):
         },
     )
     hangup_reason = fields.String(
-        data_key="hangupReason",
         required=True,
         validate=validate.Length(1, 64),
         metadata={"description": "e.g. normal."},
     )
     hangup_initiator = fields.String(
-        data_key="hangupInitiator",
         required=True,
         validate=validate.Length(1, 32),
         metadata={"description": "e.g. caller, agent or system."},
     )
     ai_cost_idr = StrictInteger(
-        data_key="aiCostIdr",
         validate=validate.Range(0, MAX_INT32),
         metadata={
             "description": f"AI cost of the call in IDR (at most {MAX_INT32:,}). Required "
@@ -215,14 +199,12 @@ class CallEndSchema(Schema):
     )
     cost_breakdown = fields.Nested(
         CostBreakdownSchema,
-        data_key="costBreakdown",
         metadata={
             "description": f"The AI cost by component ({', '.join(COST_COMPONENTS)}), in IDR; "
             f"a component left out is 0. The sum is at most {MAX_INT32:,}."
         },
     )
     recording_url = fields.String(
-        data_key="recordingUrl",
         validate=[validate.Length(max=2048), validate.Regexp(RECORDING_URL)],
         metadata={
             "description": "Where the runtime keeps the call's recording: an https URL of at "
@@ -231,7 +213,6 @@ class CallEndSchema(Schema):
         },
     )
     ended_at = UtcDateTime(
-        data_key="endedAt",
         metadata={"description": "When it ended (default: now)."},
     )
     metadata = fields.Dict(metadata={"description": "Merged into the call's metadata."})
@@ -257,13 +238,11 @@ class TurnSchema(Schema):
         metadata={"description": "What was said."},
     )
     start_ms = StrictInteger(
-        data_key="startMs",
         allow_none=True,
         validate=validate.Range(0, MAX_CALL_MS),
         metadata={"description": "When the turn began, in ms from the call's start."},
     )
     end_ms = StrictInteger(
-        data_key="endMs",
         allow_none=True,
         validate=validate.Range(0, MAX_CALL_MS),
         metadata={"description": "When it ended, in ms from the call's start; not before startMs."},
@@ -278,7 +257,6 @@ class TurnSchema(Schema):
 
 class TranscriptSchema(Schema):
     transcript_summary = fields.String(
-        data_key="transcriptSummary",
         validate=validate.Length(max=100_000),
         metadata={"description": "Summary of the conversation; emits call.transcript when new."},
     )
@@ -300,7 +278,6 @@ class TranscriptSchema(Schema):
 
 class FunctionCallSchema(Schema):
     function_name = fields.String(
-        data_key="functionName",
         required=True,
         validate=validate.Length(1, 64),
         metadata={"description": "The name of one of the agent's functions."},

@@ -13,7 +13,6 @@ class UsageDate(fields.Date):
 
 class UsageQueryArgsSchema(Schema):
     from_ = UsageDate(
-        data_key="from",
         metadata={
             "description": "The first day counted, by the day calls started (UTC); default: "
             "the first day of this month."
@@ -32,23 +31,18 @@ class UsageDaySchema(Schema):
     date = fields.Date(required=True, metadata={"description": "The UTC day."})
     calls = fields.Integer(required=True, metadata={"description": "Calls started that day."})
     billed_minutes = fields.Integer(
-        data_key="billedMinutes",
         required=True,
         metadata={"description": "Minutes charged for them."},
     )
-    ai_cost_idr = fields.Integer(
-        data_key="aiCostIdr", required=True, metadata={"description": "Their AI cost in IDR."}
-    )
+    ai_cost_idr = fields.Integer(required=True, metadata={"description": "Their AI cost in IDR."})
 
 
 class UsageSchema(Schema):
     active_calls = fields.Integer(
-        data_key="activeCalls",
         required=True,
         metadata={"description": "Calls in progress now (admitted and not yet ended)."},
     )
     concurrent_call_limit = fields.Integer(
-        data_key="concurrentCallLimit",
         required=True,
         metadata={
             "description": "Calls that may be in progress at once; a start beyond it is "
@@ -56,31 +50,22 @@ class UsageSchema(Schema):
         },
     )
     rate_limit_per_minute = fields.Integer(
-        data_key="rateLimitPerMinute",
         required=True,
         metadata={"description": "API requests per minute for the tenant (all keys together)."},
     )
-    from_ = fields.Date(
-        data_key="from", required=True, metadata={"description": "The first day counted."}
-    )
+    from_ = fields.Date(required=True, metadata={"description": "The first day counted."})
     to = fields.Date(required=True, metadata={"description": "The day after the last day counted."})
     calls = fields.Integer(
         required=True, metadata={"description": "Calls started in the range, refused ones too."}
     )
     answered_calls = fields.Integer(
-        data_key="answeredCalls",
         required=True,
         metadata={"description": "Of those, the calls the agent answered."},
     )
-    billed_minutes = fields.Integer(
-        data_key="billedMinutes", required=True, metadata={"description": "Minutes charged."}
-    )
-    ai_cost_idr = fields.Integer(
-        data_key="aiCostIdr", required=True, metadata={"description": "AI cost in IDR."}
-    )
+    billed_minutes = fields.Integer(required=True, metadata={"description": "Minutes charged."})
+    ai_cost_idr = fields.Integer(required=True, metadata={"description": "AI cost in IDR."})
     cost_breakdown = fields.Nested(
         CostBreakdownRecordSchema,
-        data_key="costBreakdown",
         required=True,
         metadata={
             "description": "aiCostIdr by component; a call reported without a breakdown counts "
