@@ -23,7 +23,7 @@ from redis import RedisError
 from app import db, development, jobs, queue
 from app.db import database
 from app.errors import AppError
-from app.models import ApiKey, Call, CreditTransaction, Event, PhoneNumber, Tenant
+from app.models import ApiKey, CreditTransaction, Event, PhoneNumber, Tenant
 from app.resources.fields import MAX_INT32
 from app.runtime.schemas import MAX_CALL_SECONDS, Variables
 from app.services import agents as agent_service
@@ -535,7 +535,7 @@ def maintenance_prune(days: int | None, batch_size: int) -> None:
     click.echo(f"Deleted {counts['keys']} idempotency keys older than 24 hours.")
 
 
-# The short conversation `calls simulate --turns` reports, and the demo's call.
+# The short conversation `calls simulate --turns` reports.
 EXAMPLE_TURNS = (
     ("agent", "Halo, terima kasih sudah menelepon. Ada yang bisa saya bantu?"),
     ("caller", "Halo, saya mau buat janji dengan dokter gigi untuk besok."),
@@ -544,7 +544,6 @@ EXAMPLE_TURNS = (
     ("agent", "Sudah saya catat: besok jam 10.00 dengan dokter gigi. Ada lagi?"),
     ("caller", "Tidak, terima kasih."),
 )
-EXAMPLE_SUMMARY = "The caller booked a dentist appointment for tomorrow at 10:00."
 
 
 def example_turns(seconds: int) -> list[dict[str, Any]]:
@@ -564,47 +563,6 @@ def json_object(value: str, option: str) -> dict[str, Any]:
     if not isinstance(loaded, dict):
         raise click.BadParameter("must be a JSON object", param_hint=option)
     return loaded
-
-
-def simulated_call(
-    *,
-    did: str,
-    caller: str,
-    seconds: int,
-    summary: str | None = None,
-    turns: bool = False,
-    variables: dict[str, str] | None = None,
-    function: tuple[str, dict[str, Any]] | None = None,
-    cost_breakdown: dict[str, int] | None = None,
-) -> Call:
-    """Start, answer, (call a function,) transcribe and end a call, through the services the
-    runtime API calls; the ended call. Says each step on the way."""
-    started = call_service.start_call(did=did, caller_number=caller, variables=variables)
-    call = started.call
-    click.echo(f"Call {call.id} from {caller} to {did}: agent {call.agent_id}")
-    missing = started.session["missing_variables"]
-    if missing:
-        click.echo(f"Placeholders without a value (left as written): {', '.join(missing)}")
-    call_service.answer_call(call_id=call.id)
-    if function:
-        name, parameters = function
-        outcome = function_calls.invoke(call_id=call.id, function_name=name, parameters=parameters)
-        click.echo(f"Function {name}: {json.dumps(outcome.as_dict())}")
-    if turns:
-        call_service.add_transcript(call_id=call.id, turns=example_turns(seconds))
-        click.echo(f"Transcript: {len(EXAMPLE_TURNS)} turns")
-    if summary:
-        call_service.add_transcript(call_id=call.id, transcript_summary=summary)
-    return call_service.end_call(
-        call_id=call.id,
-        status="ended",
-        duration_seconds=seconds,
-        talk_time_seconds=seconds,
-        hangup_reason="normal",
-        hangup_initiator="caller",
-        ai_cost_idr=None if cost_breakdown else 0,
-        cost_breakdown=cost_breakdown,
-    )
 
 
 @calls_cli.command("simulate")
@@ -641,14 +599,31 @@ def calls_simulate(
     except ValidationError as exc:
         raise click.BadParameter(json.dumps(exc.messages), param_hint="--variables") from None
     since = utcnow()
-    call = simulated_call(
-        did=did,
-        caller=caller,
-        seconds=seconds,
-        summary=transcript,
-        turns=turns,
-        variables=values,
-        function=(function_name, parameters) if function_name else None,
+    started = call_service.start_call(did=did, caller_number=caller, variables=values)
+    call = started.call
+    click.echo(f"Call {call.id} from {caller} to {did}: agent {call.agent_id}")
+    missing = started.session["missing_variables"]
+    if missing:
+        click.echo(f"Placeholders without a value (left as written): {', '.join(missing)}")
+    call_service.answer_call(call_id=call.id)
+    if function_name:
+        outcome = function_calls.invoke(
+            call_id=call.id, function_name=function_name, parameters=parameters
+        )
+        click.echo(f"Function {function_name}: {json.dumps(outcome.as_dict())}")
+    if turns:
+        call_service.add_transcript(call_id=call.id, turns=example_turns(seconds))
+        click.echo(f"Transcript: {len(EXAMPLE_TURNS)} turns")
+    if transcript:
+        call_service.add_transcript(call_id=call.id, transcript_summary=transcript)
+    call = call_service.end_call(
+        call_id=call.id,
+        status="ended",
+        duration_seconds=seconds,
+        talk_time_seconds=seconds,
+        hangup_reason="normal",
+        hangup_initiator="caller",
+        ai_cost_idr=0,
     )
     balance = billing.get_balance(tenant=call.tenant).balance_minutes
     click.echo(f"Ended after {seconds} s: charged {call.billed_minutes} min; balance {balance} min")
@@ -787,7 +762,6 @@ def dev_check_port(port: int, host: str) -> None:
 DEMO_TENANT = "demo"
 DEMO_NUMBER = "+6221555010"
 DEMO_OWNER = "owner@demo.test"
-DEMO_COSTS = {"llm": 850, "stt": 300, "tts": 400, "telephony": 250, "other": 0}
 
 
 def demo_owner_password(tenant: Any) -> str:
@@ -805,16 +779,14 @@ def demo_owner_password(tenant: Any) -> str:
 @click.command("demo")
 @user_errors
 def demo() -> None:
-    """Create (once) a demo tenant, number, agent, owner, 60 minutes and a call with its
-    conversation; print a fresh key and a fresh password for the demo owner."""
+    """Create (once) a demo tenant, number, agent, owner and 60 minutes; print a new key
+    (earlier ones keep working) and a fresh password for the demo owner."""
     db.upgrade()
-    created = False
     try:
         tenant = tenant_service.find_tenant(DEMO_TENANT)
     except AppError:
         tenant = create_tenant_audited(name=DEMO_TENANT, plan="business")
         grant_audited(tenant=tenant, minutes=60, note="Demo credit")
-        created = True
     agents = agent_service.list_agents(tenant=tenant)
     if agents:
         agent = agents[0]
@@ -849,23 +821,12 @@ def demo() -> None:
                 target_id=number.id,
                 details={"agentId": agent.id},
             )
-    if created:
-        # A call to look at in the dashboard: its conversation, costs and charge.
-        simulated_call(
-            did=number.display_number,
-            caller="+6281234567890",
-            seconds=45,
-            summary=EXAMPLE_SUMMARY,
-            turns=True,
-            cost_breakdown=DEMO_COSTS,
-        )
-    for record in key_service.list_keys(tenant=tenant):
-        if record.name == "demo" and record.revoked_at is None:
-            revoke_key_audited(record.id)
+    # A new key each run; the earlier ones stay valid, as a key in use by a running shell or
+    # script must not stop working because the demo was set up again.
     _, key = create_key_audited(tenant=tenant, name="demo")
     password = demo_owner_password(tenant)
     click.echo(f"Demo tenant {tenant.id}: number {number.display_number} -> agent {agent.id}")
-    click.echo(f"API key (previous demo keys revoked): {key}")
+    click.echo(f"API key (earlier demo keys keep working): {key}")
     click.echo(f"Dashboard: sign in as {DEMO_OWNER} with the password {password}")
     runtime_token = current_app.config.get("RUNTIME_TOKEN")
     if runtime_token:
