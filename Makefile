@@ -37,9 +37,9 @@ run: install
 	$(BIN)/flask run --host 127.0.0.1 --port $(PORT)
 
 lint: install-dev
-	$(BIN)/ruff check app tests bench deploy worker.py wsgi.py
-	$(BIN)/ruff format --check app tests bench deploy worker.py wsgi.py
-	$(BIN)/mypy app
+	$(BIN)/ruff check app voiceagent_bridge tests bench deploy worker.py wsgi.py
+	$(BIN)/ruff format --check app voiceagent_bridge tests bench deploy worker.py wsgi.py
+	$(BIN)/mypy app voiceagent_bridge
 
 test: install-dev lint
 	@$(BIN)/python -c "import redis, sys; redis.Redis.from_url('$(TEST_REDIS_URL)', socket_connect_timeout=2).ping()" 2>/dev/null || { \
