@@ -1,13 +1,20 @@
-"""Tenants of the service the bridge's tests run against, set up through its API."""
+"""The real things a bridge test runs against: the service (gunicorn, worker.py, Redis, a
+database), tenants set up through its API, and the example bot as its own process."""
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import requests
 
-from tests.workers import WEBHOOK_SECRET
+from tests.bridge.phone import ACCOUNT_SID, AUTH_TOKEN
+from tests.conftest import RUNTIME_TOKEN
+from tests.workers import ROOT, WEBHOOK_SECRET, free_port
 
 PARAMETERS = {
     "type": "object",
@@ -27,6 +34,47 @@ def wait_for_port(port: int, timeout: float, what: str, logs=lambda: "") -> None
         except OSError:
             time.sleep(0.05)
     raise AssertionError(f"{what} did not start\n{logs()}")
+
+
+class Bot:
+    """python -m voiceagent_bridge.twilio_bot with the scripted services, on a free port."""
+
+    def __init__(self, log_dir: Path, service_url: str, twilio_api_url: str, **settings) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log_dir / f"bot-{self.port}.log"
+        env = {
+            **os.environ,
+            "SERVICE_URL": service_url,
+            "RUNTIME_TOKEN": RUNTIME_TOKEN,
+            "PUBLIC_URL": self.url,
+            "TWILIO_ACCOUNT_SID": ACCOUNT_SID,
+            "TWILIO_AUTH_TOKEN": AUTH_TOKEN,
+            "TWILIO_API_URL": twilio_api_url,
+            "BOT_SERVICES": "tests.bridge.scripted:services",
+            **{name: str(value) for name, value in settings.items()},
+        }
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "voiceagent_bridge.twilio_bot", "--port", str(self.port)],
+                cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True,
+            )  # fmt: skip
+
+    def wait(self, timeout: float = 60) -> "Bot":
+        wait_for_port(self.port, timeout, "the bot", self.logs)
+        return self
+
+    def logs(self, tail: int = 6000) -> str:
+        return self.log.read_text()[-tail:]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
 
 
 @dataclass
