@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import pytest
+import requests
 
 from tests.bridge.conftest import Service
 from tests.bridge.phone import ACCOUNT_SID, Phone
@@ -28,6 +29,7 @@ from tests.bridge.stack import (
 from tests.conftest import RUNTIME_TOKEN
 from tests.receiver import Receiver
 from tests.workers import free_port, wait_until
+from voiceagent_bridge.twilio_bot import twilio_signature
 
 pytestmark = pytest.mark.slow
 
@@ -323,3 +325,31 @@ def test_a_call_keeps_talking_while_the_service_is_down_and_is_reported_afterwar
     ]
     # It ended when the caller hung up, before the service heard of it.
     assert datetime.fromisoformat(call["endedAt"]) < restarted
+
+
+def test_a_voice_webhook_without_twilios_signature_is_refused(service, bots):
+    form = {"CallSid": "CA1", "From": WHOLE, "To": "+6221555101"}
+    response = requests.post(
+        bots.bot.url + "/twilio/voice",
+        data=form,
+        headers={"X-Twilio-Signature": twilio_signature("another-token", bots.bot.url, form)},
+        timeout=10,
+    )
+    assert response.status_code == 403 and "<Stream" not in response.text
+
+
+def test_a_media_stream_the_bot_did_not_sign_starts_no_call(service, bots):
+    line = set_up_line(service.base_url, name="forged", did="+6221555105", agent=agent())
+    phone = Phone(bots.bot.url, WHOLE, line.did)
+
+    async def forge() -> None:
+        stream_url = bots.bot.url.replace("http", "ws") + "/twilio/stream"
+        await phone.connect(
+            stream_url, {"from_number": WHOLE, "to_number": line.did, "token": "0" * 64}
+        )
+        await asyncio.wait_for(phone.closed_by_bot.wait(), 10)
+        await phone.close()
+
+    run(forge())
+    assert phone.websocket.close_code == 4003
+    assert calls_of(service.base_url, line) == [] and phone.heard == []
