@@ -1,4 +1,4 @@
-"""Ids, clocks and timestamp formatting shared by every layer."""
+"""Ids, clocks, timestamp formatting and camelCase names shared by every layer."""
 
 import secrets
 import string
@@ -32,3 +32,9 @@ def isoformat(value: datetime | None) -> str | None:
     if value.tzinfo is not None:
         value = value.astimezone(UTC).replace(tzinfo=None)
     return value.isoformat(timespec="milliseconds") + "Z"  # the year always has 4 digits
+
+
+def camelcase(name: str) -> str:
+    """A Python name as the API spells it: system_prompt is systemPrompt, from_ is from."""
+    first, *rest = name.split("_")
+    return first + "".join(part.title() for part in rest)

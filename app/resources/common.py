@@ -12,6 +12,7 @@ from app.resources import idempotency
 from app.resources.fields import MAX_INT32
 from app.resources.guards import ArgumentsParser, refuse_nul_characters
 from app.services.pages import COUNT_LIMIT
+from app.util import camelcase
 
 BODY_METHODS = ("POST", "PUT", "PATCH")
 
@@ -135,10 +136,15 @@ class RuntimeBlueprint(GuardedBlueprint):
 
 
 class Schema(ma.Schema):
-    """Base of every schema: unknown fields in a body are an error, so typos surface."""
+    """Base of every schema: fields are named in camelCase on the wire, and unknown fields in
+    a body are an error, so typos surface."""
 
     class Meta:
         unknown = ma.RAISE
+
+    def on_bind_field(self, field_name: str, field_obj: ma.fields.Field) -> None:
+        """marshmallow's recipe for camelCase keys: one place names every field of the API."""
+        field_obj.data_key = camelcase(field_obj.data_key or field_name)
 
 
 class PageArgsSchema(Schema):
@@ -167,7 +173,6 @@ class PaginationSchema(Schema):
     limit = ma.fields.Integer(required=True, metadata={"description": "The page size used."})
     offset = ma.fields.Integer(required=True, metadata={"description": "The offset used."})
     has_more = ma.fields.Boolean(
-        data_key="hasMore",
         required=True,
         metadata={"description": "Whether records exist after this page (always exact)."},
     )

@@ -21,7 +21,6 @@ class CallStartSchema(Schema):
         metadata={"description": "The business number that was called (a provisioned number)."},
     )
     caller_number = fields.String(
-        data_key="callerNumber",
         required=True,
         validate=validate.Regexp(E164, error=E164_ERROR),
         metadata={"description": "The other party's number (the callee of an outbound call)."},
@@ -32,7 +31,6 @@ class CallStartSchema(Schema):
         metadata={"description": "inbound (default) or outbound.", "enum": DIRECTIONS},
     )
     provider_call_id = fields.String(
-        data_key="providerCallId",
         load_default=None,
         allow_none=True,
         validate=validate.Length(1, 128),
@@ -51,31 +49,24 @@ class FunctionSpecSchema(Schema):
 
 
 class SessionSchema(Schema):
-    agent_id = fields.String(
-        data_key="agentId", required=True, metadata={"description": "The agent."}
-    )
+    agent_id = fields.String(required=True, metadata={"description": "The agent."})
     system_prompt = fields.String(
-        data_key="systemPrompt", required=True, metadata={"description": "Instructions for the AI."}
+        required=True, metadata={"description": "Instructions for the AI."}
     )
-    voice_id = fields.String(
-        data_key="voiceId", required=True, metadata={"description": "Voice to speak with."}
-    )
+    voice_id = fields.String(required=True, metadata={"description": "Voice to speak with."})
     greeting_text = fields.String(
-        data_key="greetingText",
         required=True,
         metadata={"description": "What to say on answering."},
     )
     language = fields.String(required=True, metadata={"description": "BCP 47 language tag."})
     escalation_number = fields.String(
-        data_key="escalationNumber",
         required=True,
         allow_none=True,
         metadata={"description": "Where to transfer to a human, or null."},
     )
-    tools_enabled = fields.List(fields.String(), data_key="toolsEnabled", required=True)
+    tools_enabled = fields.List(fields.String(), required=True)
     functions = fields.List(fields.Nested(FunctionSpecSchema), required=True)
     max_call_duration_seconds = fields.Integer(
-        data_key="maxCallDurationSeconds",
         required=True,
         metadata={"description": "Hang up after this: min(agent limit, balance) in seconds."},
     )
@@ -95,7 +86,6 @@ class StartedCallSchema(CallDetailSchema):
 
 class CallAnsweredSchema(Schema):
     answered_at = UtcDateTime(
-        data_key="answeredAt",
         metadata={"description": "When the agent answered (default: now)."},
     )
 
@@ -107,13 +97,11 @@ class CallEndSchema(Schema):
         metadata={"description": "ended, dropped or failed.", "enum": END_STATUSES},
     )
     duration_seconds = StrictInteger(
-        data_key="durationSeconds",
         required=True,
         validate=validate.Range(0, MAX_CALL_SECONDS),
         metadata={"description": "Seconds from start to end (at most 86,400)."},
     )
     talk_time_seconds = StrictInteger(
-        data_key="talkTimeSeconds",
         required=True,
         validate=validate.Range(0, MAX_CALL_SECONDS),
         metadata={
@@ -122,25 +110,21 @@ class CallEndSchema(Schema):
         },
     )
     hangup_reason = fields.String(
-        data_key="hangupReason",
         required=True,
         validate=validate.Length(1, 64),
         metadata={"description": "e.g. normal."},
     )
     hangup_initiator = fields.String(
-        data_key="hangupInitiator",
         required=True,
         validate=validate.Length(1, 32),
         metadata={"description": "e.g. caller, agent or system."},
     )
     ai_cost_idr = StrictInteger(
-        data_key="aiCostIdr",
         required=True,
         validate=validate.Range(0, MAX_INT32),
         metadata={"description": f"AI cost of the call in IDR (at most {MAX_INT32:,})."},
     )
     ended_at = UtcDateTime(
-        data_key="endedAt",
         metadata={"description": "When it ended (default: now)."},
     )
     metadata = fields.Dict(metadata={"description": "Merged into the call's metadata."})
@@ -148,7 +132,6 @@ class CallEndSchema(Schema):
 
 class TranscriptSchema(Schema):
     transcript_summary = fields.String(
-        data_key="transcriptSummary",
         required=True,
         validate=validate.Length(max=100_000),
         metadata={"description": "Summary of the conversation."},
@@ -157,7 +140,6 @@ class TranscriptSchema(Schema):
 
 class FunctionCallSchema(Schema):
     function_name = fields.String(
-        data_key="functionName",
         required=True,
         validate=validate.Length(1, 64),
         metadata={"description": "The name of one of the agent's functions."},

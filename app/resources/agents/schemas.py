@@ -24,13 +24,11 @@ class AgentCreateSchema(Schema):
         required=True, validate=validate.Length(1, 100), metadata={"description": "Display name."}
     )
     system_prompt = fields.String(
-        data_key="systemPrompt",
         required=True,
         validate=validate.Length(1, 20_000),
         metadata={"description": "Instructions and persona for the AI (1–20,000 characters)."},
     )
     voice_id = fields.String(
-        data_key="voiceId",
         validate=validate.OneOf(VOICES),
         metadata={
             "description": "One of Puck, Charon, Kore, Fenrir, Aoede (Puck for a new agent).",
@@ -38,7 +36,6 @@ class AgentCreateSchema(Schema):
         },
     )
     greeting_text = fields.String(
-        data_key="greetingText",
         validate=validate.Length(max=2_000),
         metadata={"description": "What the agent says when it answers (empty for a new agent)."},
     )
@@ -47,7 +44,6 @@ class AgentCreateSchema(Schema):
         metadata={"description": "BCP 47 language tag (id, Bahasa Indonesia, for a new agent)."},
     )
     max_call_duration_minutes = StrictInteger(
-        data_key="maxCallDurationMinutes",
         validate=validate.Range(1, 120),
         metadata={
             "description": "Calls are cut off after this many minutes (1–120; 10 for a new agent)."
@@ -55,7 +51,6 @@ class AgentCreateSchema(Schema):
     )
     tools_enabled = fields.List(
         fields.String(validate=validate.Regexp(TOOL_NAME, error="Not a valid tool name.")),
-        data_key="toolsEnabled",
         validate=[validate.Length(max=64), unique_items],
         metadata={
             "description": "Names of the tools enabled for the agent (none for a new agent).",
@@ -63,11 +58,9 @@ class AgentCreateSchema(Schema):
         },
     )
     is_active = StrictBoolean(
-        data_key="isActive",
         metadata={"description": "An inactive agent does not answer calls (true for a new agent)."},
     )
     escalation_number = fields.String(
-        data_key="escalationNumber",
         allow_none=True,
         validate=validate.Regexp(
             E164, error="Must be an international number such as +6281234567."
@@ -87,45 +80,38 @@ class AgentSchema(Schema):
     id = fields.String(required=True, metadata={"description": "agent_…", "example": "agent_x"})
     name = fields.String(required=True, metadata={"description": "Display name."})
     system_prompt = fields.String(
-        data_key="systemPrompt",
         required=True,
         metadata={"description": "Instructions and persona for the AI."},
     )
     voice_id = fields.String(
-        data_key="voiceId",
         required=True,
         metadata={"description": "One of Puck, Charon, Kore, Fenrir, Aoede.", "enum": VOICES},
     )
     greeting_text = fields.String(
-        data_key="greetingText",
         required=True,
         metadata={"description": "What the agent says when it answers."},
     )
     language = fields.String(required=True, metadata={"description": "BCP 47 language tag."})
     max_call_duration_minutes = fields.Integer(
-        data_key="maxCallDurationMinutes",
         required=True,
         metadata={"description": "Calls are cut off after this many minutes."},
     )
     tools_enabled = fields.List(
         fields.String(),
-        data_key="toolsEnabled",
         required=True,
         metadata={"description": "Names of the tools enabled for the agent."},
     )
     is_active = fields.Boolean(
-        data_key="isActive",
         required=True,
         metadata={"description": "An inactive agent does not answer calls."},
     )
     escalation_number = fields.String(
-        data_key="escalationNumber",
         required=True,
         allow_none=True,
         metadata={"description": "Number for human escalation (E.164), or null."},
     )
-    created_at = Timestamp(data_key="createdAt", required=True)
-    updated_at = Timestamp(data_key="updatedAt", required=True)
+    created_at = Timestamp(required=True)
+    updated_at = Timestamp(required=True)
 
 
 class AgentListSchema(Schema):

@@ -10,23 +10,17 @@ from app.services.calls import DIRECTIONS, STATUSES
 class CallSchema(Schema):
     id = fields.String(required=True, metadata={"description": "call_…"})
     phone_number_id = fields.String(
-        data_key="phoneNumberId",
         required=True,
         allow_none=True,
         metadata={"description": "pn_… it came in on."},
     )
     agent_id = fields.String(
-        data_key="agentId",
         required=True,
         allow_none=True,
         metadata={"description": "agent_… that took it (null when no agent was assigned)."},
     )
-    caller_number = fields.String(
-        data_key="callerNumber", required=True, metadata={"description": "International format."}
-    )
-    callee_number = fields.String(
-        data_key="calleeNumber", required=True, metadata={"description": "International format."}
-    )
+    caller_number = fields.String(required=True, metadata={"description": "International format."})
+    callee_number = fields.String(required=True, metadata={"description": "International format."})
     direction = fields.String(
         required=True, metadata={"description": "inbound or outbound.", "enum": DIRECTIONS}
     )
@@ -34,34 +28,29 @@ class CallSchema(Schema):
         required=True,
         metadata={"description": "ringing, answered, ended, dropped or failed.", "enum": STATUSES},
     )
-    started_at = Timestamp(data_key="startedAt", required=True)
-    ended_at = Timestamp(data_key="endedAt", required=True, allow_none=True)
+    started_at = Timestamp(required=True)
+    ended_at = Timestamp(required=True, allow_none=True)
     duration_seconds = fields.Integer(
-        data_key="durationSeconds",
         required=True,
         allow_none=True,
         metadata={"description": "Null until it ends."},
     )
     talk_time_seconds = fields.Integer(
-        data_key="talkTimeSeconds",
         required=True,
         allow_none=True,
         metadata={"description": "Seconds of conversation; null until it ends."},
     )
     hangup_reason = fields.String(
-        data_key="hangupReason",
         required=True,
         allow_none=True,
         metadata={"description": "e.g. normal; no_agent or no_credits when it was refused."},
     )
     transcript_summary = fields.String(
-        data_key="transcriptSummary",
         required=True,
         allow_none=True,
         metadata={"description": "Summary of the conversation, once the runtime sent it."},
     )
     ai_cost_idr = fields.Integer(
-        data_key="aiCostIdr",
         required=True,
         allow_none=True,
         metadata={"description": "AI cost of the call in IDR; null until it ends."},
@@ -72,23 +61,21 @@ class CallSchema(Schema):
 
 
 class CallDetailSchema(CallSchema):
-    answered_at = Timestamp(data_key="answeredAt", required=True, allow_none=True)
+    answered_at = Timestamp(required=True, allow_none=True)
     hangup_initiator = fields.String(
-        data_key="hangupInitiator",
         required=True,
         allow_none=True,
         metadata={"description": "Who hung up, e.g. caller, agent or system."},
     )
     billed_minutes = fields.Integer(
-        data_key="billedMinutes",
         required=True,
         allow_none=True,
         metadata={
             "description": "Minutes charged: ceil(talkTimeSeconds / 60); null until it ends."
         },
     )
-    function_calls_count = fields.Integer(
-        data_key="functionCalls",
+    function_calls = fields.Integer(
+        attribute="function_calls_count",
         required=True,
         metadata={"description": "How many functions the AI invoked during the call."},
     )
@@ -105,16 +92,13 @@ class CallQueryArgsSchema(PageArgsSchema):
         metadata={"description": "Only calls in this status.", "enum": STATUSES},
     )
     from_ = DateOrTimestamp(
-        data_key="from",
         metadata={"description": "Only calls with startedAt >= this (a date means 00:00Z)."},
     )
     to = DateOrTimestamp(
         metadata={"description": "Only calls with startedAt < this (a date means 00:00Z)."}
     )
-    agent_id = fields.String(data_key="agentId", metadata={"description": "Only this agent's."})
-    phone_number_id = fields.String(
-        data_key="phoneNumberId", metadata={"description": "Only calls on this number."}
-    )
+    agent_id = fields.String(metadata={"description": "Only this agent's."})
+    phone_number_id = fields.String(metadata={"description": "Only calls on this number."})
     direction = fields.String(
         validate=validate.OneOf(DIRECTIONS),
         metadata={"description": "inbound or outbound.", "enum": DIRECTIONS},

@@ -9,7 +9,6 @@ from app.services.billing import TRANSACTION_TYPES
 
 class CreditBalanceSchema(Schema):
     balance_minutes = fields.Integer(
-        data_key="balanceMinutes",
         required=True,
         metadata={
             "description": "Minutes left; below zero only when a call talked beyond its "
@@ -17,12 +16,10 @@ class CreditBalanceSchema(Schema):
         },
     )
     reserved_minutes = fields.Integer(
-        data_key="reservedMinutes",
         required=True,
         metadata={"description": "Minutes held by calls in progress, released when they end."},
     )
     available_minutes = fields.Integer(
-        data_key="availableMinutes",
         required=True,
         metadata={
             "description": "balanceMinutes less reservedMinutes: what new calls may hold. "
@@ -30,17 +27,15 @@ class CreditBalanceSchema(Schema):
         },
     )
     lifetime_purchased_minutes = fields.Integer(
-        data_key="lifetimePurchasedMinutes",
         required=True,
         metadata={"description": "All minutes purchased."},
     )
     lifetime_used_minutes = fields.Integer(
-        data_key="lifetimeUsedMinutes",
         required=True,
         metadata={"description": "All minutes charged for calls."},
     )
-    low_balance_threshold = fields.Integer(
-        data_key="lowBalanceThresholdMinutes",
+    low_balance_threshold_minutes = fields.Integer(
+        attribute="low_balance_threshold",
         required=True,
         metadata={"description": "credits.low fires when a charge takes the balance below it."},
     )
@@ -57,12 +52,10 @@ class CreditTransactionSchema(Schema):
     )
     minutes = fields.Integer(required=True, metadata={"description": "Signed: usage is negative."})
     balance_after = fields.Integer(
-        data_key="balanceAfter",
         required=True,
         metadata={"description": "The balance after this movement."},
     )
     call_id = fields.String(
-        data_key="callId",
         required=True,
         allow_none=True,
         metadata={"description": "The charged call, or null."},
@@ -70,7 +63,7 @@ class CreditTransactionSchema(Schema):
     description = fields.String(
         required=True, metadata={"description": "What the movement was for."}
     )
-    created_at = Timestamp(data_key="createdAt", required=True)
+    created_at = Timestamp(required=True)
 
 
 class CreditTransactionListSchema(Schema):

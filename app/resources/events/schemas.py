@@ -93,12 +93,10 @@ class EventListSchema(Schema):
         fields.Nested(EventSchema), required=True, metadata={"description": "Oldest first."}
     )
     has_more = fields.Boolean(
-        data_key="hasMore",
         required=True,
         metadata={"description": "Whether more events follow this page now."},
     )
     next_after = fields.String(
-        data_key="nextAfter",
         required=True,
         allow_none=True,
         metadata={

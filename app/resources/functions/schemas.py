@@ -136,9 +136,7 @@ TIMEOUT_DESCRIPTION = (
 
 
 def timeout_ms_field(**kwargs: Any) -> fields.Integer:
-    return StrictInteger(
-        data_key="timeoutMs", validate=validate.Range(MIN_TIMEOUT_MS, MAX_TIMEOUT_MS), **kwargs
-    )
+    return StrictInteger(validate=validate.Range(MIN_TIMEOUT_MS, MAX_TIMEOUT_MS), **kwargs)
 
 
 class FunctionUpdateSchema(Schema):
@@ -242,18 +240,16 @@ class FunctionSchema(Schema):
         metadata={"description": "JSON-Schema-like object describing the parameters."},
     )
     timeout_ms = fields.Integer(
-        data_key="timeoutMs",
         required=True,
         metadata={"description": "The endpoint's budget in milliseconds, in live calls and tests."},
     )
-    created_at = Timestamp(data_key="createdAt", required=True)
+    created_at = Timestamp(required=True)
 
 
 class FunctionCreatedSchema(FunctionSchema):
     """A function just created: the only response that shows its signing secret."""
 
     signing_secret = fields.String(
-        data_key="signingSecret",
         required=True,
         metadata={
             "description": "Key of the X-Service-Signature HMAC on invocations. Shown only here."
@@ -285,7 +281,6 @@ class FunctionTestResultSchema(Schema):
         metadata={"description": "True when the endpoint answered a 2xx with a JSON object."},
     )
     status_code = fields.Integer(
-        data_key="statusCode",
         required=True,
         allow_none=True,
         metadata={
@@ -294,7 +289,6 @@ class FunctionTestResultSchema(Schema):
         },
     )
     duration_ms = fields.Integer(
-        data_key="durationMs",
         required=True,
         metadata={
             "description": "Milliseconds the test took, from checking the parameters to the "
@@ -303,7 +297,6 @@ class FunctionTestResultSchema(Schema):
         },
     )
     budget_ms = fields.Integer(
-        data_key="budgetMs",
         required=True,
         metadata={"description": "The function's timeoutMs: the budget it was held to."},
     )

@@ -9,7 +9,6 @@ from app.resources.fields import Timestamp
 class PhoneNumberSchema(Schema):
     id = fields.String(dump_only=True, required=True, metadata={"description": "pn_…"})
     display_number = fields.String(
-        data_key="displayNumber",
         dump_only=True,
         required=True,
         metadata={"description": "International format with a leading +."},
@@ -18,30 +17,25 @@ class PhoneNumberSchema(Schema):
         dump_only=True, required=True, metadata={"description": "Free-text label."}
     )
     is_active = fields.Boolean(
-        data_key="isActive",
         dump_only=True,
         required=True,
         metadata={"description": "An inactive number does not take calls."},
     )
     agent_id = fields.String(
-        data_key="agentId",
         dump_only=True,
         required=True,
         allow_none=True,
         metadata={"description": "The assigned agent, or null."},
     )
-    created_at = Timestamp(data_key="createdAt", dump_only=True, required=True)
+    created_at = Timestamp(dump_only=True, required=True)
 
 
 class PhoneNumberListSchema(Schema):
-    phone_numbers = fields.List(
-        fields.Nested(PhoneNumberSchema), data_key="phoneNumbers", required=True
-    )
+    phone_numbers = fields.List(fields.Nested(PhoneNumberSchema), required=True)
 
 
 class AssignAgentSchema(Schema):
     agent_id = fields.String(
-        data_key="agentId",
         required=True,
         allow_none=True,
         metadata={"description": "An agent of yours, or null to unassign the number."},

@@ -43,7 +43,6 @@ class WebhookUpdateSchema(WebhookCreateSchema):
     isActive; a field left out keeps its value."""
 
     is_active = StrictBoolean(
-        data_key="isActive",
         metadata={"description": "An inactive webhook receives nothing; true re-enables it."},
     )
 
@@ -59,13 +58,11 @@ class WebhookSchema(Schema):
         metadata={"description": "Event names it receives."},
     )
     is_active = fields.Boolean(
-        data_key="isActive",
         required=True,
         metadata={"description": "An inactive webhook receives nothing."},
     )
     secret_hint = fields.Function(
         lambda webhook: webhook.secret[-4:],
-        data_key="secretHint",
         required=True,
         metadata={
             "type": "string",
@@ -73,7 +70,6 @@ class WebhookSchema(Schema):
         },
     )
     disabled_reason = fields.String(
-        data_key="disabledReason",
         required=True,
         allow_none=True,
         metadata={
@@ -81,8 +77,8 @@ class WebhookSchema(Schema):
             "of failures), or null."
         },
     )
-    created_at = Timestamp(data_key="createdAt", required=True)
-    updated_at = Timestamp(data_key="updatedAt", required=True)
+    created_at = Timestamp(required=True)
+    updated_at = Timestamp(required=True)
 
 
 class WebhookListSchema(Schema):
@@ -93,15 +89,14 @@ class DeliveryAttemptSchema(Schema):
     number = fields.Integer(
         required=True, metadata={"description": "1-based; the X-Service-Attempt header."}
     )
-    attempted_at = Timestamp(data_key="attemptedAt", required=True)
+    attempted_at = Timestamp(required=True)
     status_code = fields.Integer(
-        data_key="statusCode",
         required=True,
         allow_none=True,
         metadata={"description": "The receiver's HTTP status, or null when it did not answer."},
     )
     duration_ms = fields.Integer(
-        data_key="durationMs", required=True, metadata={"description": "How long the attempt took."}
+        required=True, metadata={"description": "How long the attempt took."}
     )
     error = fields.String(
         required=True,
@@ -109,7 +104,6 @@ class DeliveryAttemptSchema(Schema):
         metadata={"description": "Why the attempt failed, or null."},
     )
     response_excerpt = fields.String(
-        data_key="responseExcerpt",
         required=True,
         allow_none=True,
         metadata={"description": "The first 2 KiB of the receiver's answer."},
@@ -120,11 +114,8 @@ class DeliverySchema(Schema):
     id = fields.String(
         required=True, metadata={"description": "dlv_…; the X-Service-Delivery-Id header."}
     )
-    webhook_id = fields.String(
-        data_key="webhookId", required=True, metadata={"description": "wh_…"}
-    )
+    webhook_id = fields.String(required=True, metadata={"description": "wh_…"})
     event_id = fields.String(
-        data_key="eventId",
         required=True,
         metadata={"description": "evt_…; the X-Service-Event-Id and webhook-id headers."},
     )
@@ -140,31 +131,26 @@ class DeliverySchema(Schema):
     )
     attempt_count = fields.Integer(
         attribute="attempts",
-        data_key="attemptCount",
         required=True,
         metadata={"description": "Attempts made so far (at most 8 on the automatic schedule)."},
     )
     next_attempt_at = Timestamp(
-        data_key="nextAttemptAt",
         required=True,
         allow_none=True,
         metadata={"description": "When the next attempt is due, or null when settled."},
     )
     last_status_code = fields.Integer(
-        data_key="lastStatusCode",
         required=True,
         allow_none=True,
         metadata={"description": "The receiver's status at the last attempt, or null."},
     )
     last_error = fields.String(
-        data_key="lastError",
         required=True,
         allow_none=True,
         metadata={"description": "Why the last attempt failed, or null."},
     )
-    created_at = Timestamp(data_key="createdAt", required=True)
+    created_at = Timestamp(required=True)
     completed_at = Timestamp(
-        data_key="completedAt",
         required=True,
         allow_none=True,
         metadata={"description": "When it succeeded or failed for good, or null."},
