@@ -163,4 +163,5 @@ def test_each_function_keeps_its_own_deadline_when_the_service_does_not_answer()
                 "message": "The function could not be run just now.",
             }
         }
-        assert budget <= event.timestamp - event.in_progress_at < budget + 0.5, name
+        # The observer notes each moment as it sees the frame, a little after it happened.
+        assert budget - 0.1 <= event.timestamp - event.in_progress_at < budget + 0.5, name
