@@ -51,7 +51,9 @@ from voiceagent_bridge.client import (
     FUNCTION_NETWORK_MARGIN_S,
     Call,
     CostBreakdown,
+    EndStatus,
     FunctionOutcome,
+    Role,
     RuntimeAPIError,
     RuntimeClient,
     ServiceUnavailable,
@@ -151,7 +153,7 @@ class Usage:
 
 @dataclass(frozen=True)
 class EndReport:
-    status: str
+    status: EndStatus
     duration_seconds: int
     talk_time_seconds: int
     hangup_reason: str
@@ -193,7 +195,6 @@ class Reporter:
         self.dropped_turns = 0
         self.summary: str | None = None
         self.end: EndReport | None = None
-        self.sent: list[str] = []  # what reached the service, in order: for logs and tests
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing_at: float | None = None
@@ -210,6 +211,10 @@ class Reporter:
         if not self.features.takes("turns"):
             return
         if len(self.turns) >= MAX_PENDING_TURNS:
+            if not self.dropped_turns:
+                log.warning(
+                    "call %s: too many turns waiting; the summary keeps the rest", self.call_id
+                )
             self.dropped_turns += 1
             return
         self.turns.append(turn)
@@ -261,22 +266,18 @@ class Reporter:
             if self.answered_at is not None:
                 await self.client.answer_call(self.call_id, answered_at=self.answered_at)
                 self.answered_at = None
-                self.sent.append("answered")
             elif self.turns and self.features.takes("turns"):
                 batch = self.turns[:MAX_TURNS_PER_POST]
                 await self.client.add_transcript(self.call_id, turns=batch)
                 del self.turns[: len(batch)]
-                self.sent.append(f"turns:{len(batch)}")
             elif self.turns:
                 self.turns.clear()  # the service takes no turns: the summary has them
             elif self.summary is not None:
                 await self.client.add_transcript(self.call_id, summary=self.summary)
                 self.summary = None
-                self.sent.append("summary")
             elif self.end is not None:
                 await self._send_end(self.end)
                 self.end = None
-                self.sent.append("ended")
         except ServiceUnavailable:
             raise
         except ValidationFailed as exc:
@@ -298,7 +299,7 @@ class Reporter:
             metadata["recordingUrl"], recording = recording, None
         await self.client.end_call(
             self.call_id,
-            status=end.status,  # type: ignore[arg-type]
+            status=end.status,
             duration_seconds=end.duration_seconds,
             talk_time_seconds=end.talk_time_seconds,
             hangup_reason=end.hangup_reason,
@@ -352,7 +353,11 @@ class BridgeOptions:
 
 @dataclass
 class VoiceServices:
-    """The speech and language services of one call, and how the caller's turns are told."""
+    """The speech and language services of one call, and how the caller's turns are told.
+
+    The LLM is built with the session's system prompt as its system instruction (the way
+    Pipecat's services take one), as a services factory does with `session.system_prompt`.
+    """
 
     stt: FrameProcessor
     llm: LLMService[Any]
@@ -436,7 +441,7 @@ class CallBridge:
         tools = self.tools()
         return LLMContext(tools=tools) if tools is not None else LLMContext()
 
-    def register_functions(self, llm: LLMService) -> None:
+    def register_functions(self, llm: LLMService[Any]) -> None:
         """Route each of the agent's functions through the service, with its own deadline."""
         for spec in self.session.functions:
             llm.register_function(
@@ -525,6 +530,10 @@ class CallBridge:
         """The caller left (the media stream closed)."""
         self._mark_end("normal", "caller")
 
+    def end_now(self, reason: str, *, initiator: str) -> None:
+        """Note that the call is over, for a reason of this side's (the pipeline failed, say)."""
+        self._mark_end(reason, initiator)
+
     async def hang_up(self, reason: str, *, initiator: str = "agent") -> None:
         """End the call from this side: the goodbye when there is one, then the end."""
         self._mark_end(reason, initiator)
@@ -554,18 +563,18 @@ class CallBridge:
             self.ended_mono = time.monotonic()
             self.ended_wall = datetime.now(UTC)
 
-    def _add_turn(self, role: str, text: str | None, timestamp: str | None) -> None:
+    def _add_turn(self, role: Role, text: str | None, timestamp: str | None) -> None:
         text = (text or "").strip()
         if not text:
             return
-        turn = Turn(role=role, text=text, **self._turn_times(timestamp))  # type: ignore[arg-type]
+        turn = Turn(role, text, *self._turn_times(timestamp))
         self.turns.append(turn)
         self.reporter.turn(turn)
 
-    def _turn_times(self, timestamp: str | None) -> dict[str, int | None]:
+    def _turn_times(self, timestamp: str | None) -> tuple[int | None, int | None]:
         """startMs and endMs of a turn that began at timestamp and ends now, from the answer."""
         if self.answered_wall is None:
-            return {"start_ms": None, "end_ms": None}
+            return None, None
         now = datetime.now(UTC)
         try:
             began = datetime.fromisoformat(timestamp) if timestamp else now
@@ -578,7 +587,7 @@ class CallBridge:
             assert self.answered_wall is not None
             return max(0, int((moment - self.answered_wall).total_seconds() * 1000))
 
-        return {"start_ms": since_answer(began), "end_ms": since_answer(now)}
+        return since_answer(began), since_answer(now)
 
     async def _run_function(self, params: FunctionCallParams) -> None:
         """The LLM's function call, run by the service; its answer goes back to the LLM."""

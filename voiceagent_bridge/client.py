@@ -379,6 +379,7 @@ class FunctionOutcome:
 
 
 Role = Literal["agent", "caller"]
+EndStatus = Literal["ended", "dropped", "failed"]
 
 
 @dataclass(frozen=True)
@@ -539,7 +540,7 @@ class RuntimeClient:
         self,
         call_id: str,
         *,
-        status: Literal["ended", "dropped", "failed"],
+        status: EndStatus,
         duration_seconds: int,
         talk_time_seconds: int,
         hangup_reason: str,

@@ -15,6 +15,7 @@ The speech and language services are chosen by a factory, `module:function` in B
 import argparse
 import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
 import importlib
@@ -23,7 +24,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -189,59 +190,70 @@ class Bot:
         started: float,
     ) -> None:
         """One call, from its media stream to its last report."""
+        bridge = CallBridge(
+            self.client,
+            call,
+            session,
+            options=self.settings.options(),
+            features=self.features,
+            started=started,
+        )
         self.active.add(call.id)
         try:
-            serializer = TwilioFrameSerializer(
-                stream_sid=stream_sid,
-                call_sid=call_sid,
-                account_sid=self.settings.twilio_account_sid,
-                auth_token=self.settings.twilio_auth_token,
-                base_url=self.settings.twilio_api_url,
-            )
-            transport = FastAPIWebsocketTransport(
-                websocket=websocket,
-                params=FastAPIWebsocketParams(
-                    audio_in_enabled=True,
-                    audio_out_enabled=True,
-                    add_wav_header=False,
-                    serializer=serializer,
-                ),
-            )
-            bridge = CallBridge(
-                self.client,
-                call,
-                session,
-                options=self.settings.options(),
-                features=self.features,
-                started=started,
-            )
-            worker = bridge.build_worker(
-                transport,
-                self.factory(call, session),
-                params=PipelineParams(
-                    audio_in_sample_rate=TWILIO_RATE,
-                    audio_out_sample_rate=TWILIO_RATE,
-                    enable_metrics=True,
-                    enable_usage_metrics=True,
-                ),
-            )
-
-            @transport.event_handler("on_client_connected")
-            async def on_connected(_transport: Any, _client: Any) -> None:
-                await bridge.answered()
-
-            @transport.event_handler("on_client_disconnected")
-            async def on_disconnected(_transport: Any, _client: Any) -> None:
-                await bridge.caller_hung_up()
-                await worker.cancel(reason="the caller hung up")
-
-            runner = WorkerRunner(handle_sigint=False)
-            await runner.add_workers(worker)
-            await runner.run()
-            if not await bridge.finish():
-                log.error("call %s: some of its reports never reached the service", call.id)
+            await self._converse(websocket, bridge, stream_sid=stream_sid, call_sid=call_sid)
+        except Exception:
+            log.exception("call %s failed in the runtime", call.id)
+            bridge.end_now("runtime_error", initiator="system")
+            with contextlib.suppress(Exception):  # the stream may be gone already
+                await websocket.close()  # Twilio ends the call with it
         finally:
             self.active.discard(call.id)
+        if not await bridge.finish():
+            log.error("call %s: some of its reports never reached the service", call.id)
+
+    async def _converse(
+        self, websocket: WebSocket, bridge: CallBridge, *, stream_sid: str, call_sid: str
+    ) -> None:
+        """The conversation: Pipecat's pipeline on the call's media stream, until it ends."""
+        serializer = TwilioFrameSerializer(
+            stream_sid=stream_sid,
+            call_sid=call_sid,
+            account_sid=self.settings.twilio_account_sid,
+            auth_token=self.settings.twilio_auth_token,
+            base_url=self.settings.twilio_api_url,
+        )
+        transport = FastAPIWebsocketTransport(
+            websocket=websocket,
+            params=FastAPIWebsocketParams(
+                audio_in_enabled=True,
+                audio_out_enabled=True,
+                add_wav_header=False,
+                serializer=serializer,
+            ),
+        )
+        worker = bridge.build_worker(
+            transport,
+            self.factory(bridge.call, bridge.session),
+            params=PipelineParams(
+                audio_in_sample_rate=TWILIO_RATE,
+                audio_out_sample_rate=TWILIO_RATE,
+                enable_metrics=True,
+                enable_usage_metrics=True,
+            ),
+        )
+
+        @transport.event_handler("on_client_connected")
+        async def on_connected(_transport: Any, _client: Any) -> None:
+            await bridge.answered()
+
+        @transport.event_handler("on_client_disconnected")
+        async def on_disconnected(_transport: Any, _client: Any) -> None:
+            await bridge.caller_hung_up()
+            await worker.cancel(reason="the caller hung up")
+
+        runner = WorkerRunner(handle_sigint=False)
+        await runner.add_workers(worker)
+        await runner.run()
 
     async def open_stream(self, websocket: WebSocket) -> None:
         """A media stream from Twilio: check it, start (or take up) its call, and run it."""
@@ -366,7 +378,7 @@ def create_app(settings: BotSettings, factory: ServicesFactory | None = None) ->
     bot: Bot | None = None
 
     @asynccontextmanager
-    async def lifespan(_app: FastAPI):  # type: ignore[no-untyped-def]
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         nonlocal bot
         async with RuntimeClient(settings.service_url, settings.runtime_token) as client:
             bot = Bot(settings, services, client)

@@ -191,11 +191,16 @@ class ScriptedTTS(TTSService):
         yield TTSAudioRawFrame(tone.tobytes(), self.sample_rate, 1, context_id=context_id)
 
 
+BROKEN = "+6281100000009"  # a caller whose call the factory fails to set up
+
+
 def services(call: Call, session: Session) -> VoiceServices:
     """The bot's services factory (BOT_SERVICES=tests.bridge.scripted:services)."""
     scripts = json.loads(os.environ.get("SCRIPTED_CALLERS") or "{}")
     # The caller of an inbound call, the callee of an outbound one.
     other = call.caller_number if call.direction == "inbound" else call.callee_number
+    if other == BROKEN:
+        raise RuntimeError("no services for this caller")
     return VoiceServices(
         stt=ScriptedSTT(scripts.get(other, [])),
         llm=ScriptedLLM(system_instruction=session.system_prompt),

@@ -16,6 +16,7 @@ import requests
 
 from tests.bridge.conftest import Service
 from tests.bridge.phone import ACCOUNT_SID, Phone
+from tests.bridge.scripted import BROKEN
 from tests.bridge.stack import (
     FUNCTION_SECRET,
     PARAMETERS,
@@ -325,6 +326,25 @@ def test_a_call_keeps_talking_while_the_service_is_down_and_is_reported_afterwar
     ]
     # It ended when the caller hung up, before the service heard of it.
     assert datetime.fromisoformat(call["endedAt"]) < restarted
+
+
+def test_a_call_the_runtime_cannot_run_is_hung_up_and_reported_failed(service, bots):
+    line = set_up_line(service.base_url, name="broken", did="+6221555106", agent=agent())
+    phone = Phone(bots.bot.url, BROKEN, line.did)
+
+    async def conversation() -> None:
+        await phone.dial()
+        await asyncio.wait_for(phone.closed_by_bot.wait(), 10)
+        await phone.close()
+
+    run(conversation())
+    call = ended_call(bots, line)
+    assert (call["status"], call["hangupReason"], call["hangupInitiator"]) == (
+        "failed",
+        "runtime_error",
+        "system",
+    )
+    assert call["billedMinutes"] == 0 and phone.heard == []
 
 
 def test_a_voice_webhook_without_twilios_signature_is_refused(service, bots):
