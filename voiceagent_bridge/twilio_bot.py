@@ -338,11 +338,16 @@ class Bot:
             "Twiml": twiml,
             "StatusCallback": f"{self.settings.public_url}/twilio/status?call_id={call.id}",
         }
-        auth = aiohttp.BasicAuth(self.settings.twilio_account_sid, self.settings.twilio_auth_token)
+        auth = aiohttp.encode_basic_auth(
+            self.settings.twilio_account_sid, self.settings.twilio_auth_token
+        )
         try:
             async with aiohttp.ClientSession() as http:
                 async with http.post(
-                    url, data=form, auth=auth, timeout=aiohttp.ClientTimeout(total=10)
+                    url,
+                    data=form,
+                    headers={"Authorization": auth},
+                    timeout=aiohttp.ClientTimeout(total=10),
                 ) as response:
                     if response.status >= 300:
                         raise RuntimeError(f"Twilio answered HTTP {response.status}")
