@@ -26,7 +26,8 @@ $(BIN)/.installed-dev: $(BIN)/.installed
 install: $(BIN)/.installed
 install-dev: $(BIN)/.installed-dev
 
-# The port first (a second make run must not revoke the demo key of the one serving), then
+# The port first (a second make run must change nothing, not even the demo owner's password,
+# while another one serves), then
 # the development settings, written once to instance/config.py, where every flask command
 # reads them too.
 run: install
@@ -37,9 +38,11 @@ run: install
 	$(BIN)/flask run --host 127.0.0.1 --port $(PORT)
 
 lint: install-dev
-	$(BIN)/ruff check app voiceagent_bridge tests bench deploy worker.py wsgi.py
-	$(BIN)/ruff format --check app voiceagent_bridge tests bench deploy worker.py wsgi.py
+	$(BIN)/ruff check app voiceagent_bridge tests bench deploy docs/examples worker.py wsgi.py
+	$(BIN)/ruff format --check app voiceagent_bridge tests bench deploy docs/examples worker.py wsgi.py
 	$(BIN)/mypy app voiceagent_bridge
+	@# The docs site must build without a warning (broken links and anchors included).
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 test: install-dev lint
 	@$(BIN)/python -c "import redis, sys; redis.Redis.from_url('$(TEST_REDIS_URL)', socket_connect_timeout=2).ping()" 2>/dev/null || { \
@@ -50,6 +53,10 @@ test: install-dev lint
 		echo "make test needs Chromium for the browser tests (set CHROMIUM=/path/to/chromium to use another)."; \
 		echo "Install it: apt-get install chromium (Debian)"; \
 		exit 1; }
+	@for tool in curl jq; do command -v $$tool >/dev/null || { \
+		echo "make test needs $$tool for the README tour test (tests/test_readme_tour.py)."; \
+		echo "Install it: apt-get install $$tool (Debian)"; \
+		exit 1; }; done
 	@echo "SQLite pass"
 	TEST_DATABASE_URL= $(BIN)/pytest -m "not soak"
 	@$(MAKE) --no-print-directory test-postgres
@@ -81,4 +88,4 @@ bench: install-dev
 	done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) site .pytest_cache .ruff_cache .mypy_cache .hypothesis

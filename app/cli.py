@@ -697,8 +697,8 @@ def demo_owner_password(tenant: Any) -> str:
 @click.command("demo")
 @user_errors
 def demo() -> None:
-    """Create (once) a demo tenant, number, agent, owner and 60 minutes; print a fresh key
-    and a fresh password for the demo owner."""
+    """Create (once) a demo tenant, number, agent, owner and 60 minutes; print a new key
+    (earlier ones keep working) and a fresh password for the demo owner."""
     db.upgrade()
     try:
         tenant = tenant_service.find_tenant(DEMO_TENANT)
@@ -739,13 +739,12 @@ def demo() -> None:
                 target_id=number.id,
                 details={"agentId": agent.id},
             )
-    for record in key_service.list_keys(tenant=tenant):
-        if record.name == "demo" and record.revoked_at is None:
-            revoke_key_audited(record.id)
+    # A new key each run; the earlier ones stay valid, as a key in use by a running shell or
+    # script must not stop working because the demo was set up again.
     _, key = create_key_audited(tenant=tenant, name="demo")
     password = demo_owner_password(tenant)
     click.echo(f"Demo tenant {tenant.id}: number {number.display_number} -> agent {agent.id}")
-    click.echo(f"API key (previous demo keys revoked): {key}")
+    click.echo(f"API key (earlier demo keys keep working): {key}")
     click.echo(f"Dashboard: sign in as {DEMO_OWNER} with the password {password}")
     runtime_token = current_app.config.get("RUNTIME_TOKEN")
     if runtime_token:

@@ -56,7 +56,7 @@ def require_user() -> Any:
     Changes need a valid CSRF token and a role that may change things (viewers read only).
     """
     if current_app.config.get("SECRET_KEY") in DEFAULT_SECRET_KEYS:
-        abort(503, "The dashboard is off until SECRET_KEY is set (see the README).")
+        abort(503, "The dashboard is off until SECRET_KEY is set (see docs/configuration.md).")
     if request.method not in SAFE_METHODS:
         csrf.protect()
     # A NUL names nothing (404); PostgreSQL could not even compare an id holding one.

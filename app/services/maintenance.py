@@ -21,7 +21,7 @@ def backup_sqlite(*, target: str) -> dict[str, int]:
     if not is_sqlite():
         raise ValidationFailed(
             "flask db backup copies SQLite databases; for PostgreSQL use pg_dump "
-            "(see the README's backup section)."
+            "(see docs/backups.md)."
         )
     if not target:
         raise ValidationFailed("Give the backup's file name.")

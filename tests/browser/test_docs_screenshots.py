@@ -1,4 +1,4 @@
-"""The README's screenshots, taken from the dashboard as it is.
+"""The docs' screenshots, taken from the dashboard as it is.
 
 Every run walks through each screenshot's page and checks it; the PNG under docs/ is written
 only when asked, so an ordinary run changes no file:

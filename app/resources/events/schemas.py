@@ -76,7 +76,7 @@ class EventSchema(Schema):
     )
     data = fields.Dict(
         required=True,
-        metadata={"description": "The event's fields (the README's event catalogue)."},
+        metadata={"description": "The event's fields (the event catalogue in docs/webhooks.md)."},
     )
 
 
