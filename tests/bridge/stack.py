@@ -14,7 +14,7 @@ import requests
 
 from tests.bridge.phone import ACCOUNT_SID, AUTH_TOKEN
 from tests.conftest import RUNTIME_TOKEN
-from tests.workers import ROOT, WEBHOOK_SECRET, free_port
+from tests.workers import ROOT, WEBHOOK_SECRET, Workers, free_port
 
 PARAMETERS = {
     "type": "object",
@@ -68,13 +68,9 @@ class Bot:
         return self.log.read_text()[-tail:]
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        """Kill it: a graceful stop would wait for calls still open, which a test has no use
+        for."""
+        Workers.kill(self.process)
 
 
 @dataclass
