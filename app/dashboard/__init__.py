@@ -155,6 +155,7 @@ NAVIGATION = (
     ("dashboard.agents", "Agents"),
     ("dashboard.phone_numbers", "Phone numbers"),
     ("dashboard.credits", "Credits"),
+    ("dashboard.usage", "Usage"),
     ("dashboard.webhooks", "Webhooks"),
     ("dashboard.api_keys", "API keys"),
     ("dashboard.team", "Team"),
@@ -232,6 +233,7 @@ def init_app(app) -> None:
         overview,
         phone_numbers,
         settings,
+        usage,
         webhooks,
     )
 
