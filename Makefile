@@ -38,9 +38,9 @@ run: install
 	$(BIN)/flask run --host 127.0.0.1 --port $(PORT)
 
 lint: install-dev
-	$(BIN)/ruff check app tests bench deploy docs/examples worker.py wsgi.py
-	$(BIN)/ruff format --check app tests bench deploy docs/examples worker.py wsgi.py
-	$(BIN)/mypy app
+	$(BIN)/ruff check app voiceagent_bridge tests bench deploy docs/examples worker.py wsgi.py
+	$(BIN)/ruff format --check app voiceagent_bridge tests bench deploy docs/examples worker.py wsgi.py
+	$(BIN)/mypy app voiceagent_bridge
 	@# The docs site must build without a warning (broken links and anchors included).
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 

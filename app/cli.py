@@ -17,6 +17,7 @@ import click
 import peewee
 from flask import Flask, current_app
 from flask.cli import AppGroup
+from marshmallow import ValidationError
 from redis import RedisError
 
 from app import db, development, jobs, queue
@@ -24,7 +25,7 @@ from app.db import database
 from app.errors import AppError
 from app.models import ApiKey, CreditTransaction, Event, PhoneNumber, Tenant
 from app.resources.fields import MAX_INT32
-from app.runtime.schemas import MAX_CALL_SECONDS
+from app.runtime.schemas import MAX_CALL_SECONDS, Variables
 from app.services import agents as agent_service
 from app.services import audit, billing, function_calls, maintenance
 from app.services import calls as call_service
@@ -119,6 +120,27 @@ class Days(click.ParamType):
         return days
 
 
+rate_limit_option = click.option(
+    "--rate-limit",
+    type=click.IntRange(max=MAX_INT32),
+    help="Requests per minute (required for enterprise; default: the plan's).",
+)
+concurrent_calls_option = click.option(
+    "--concurrent-calls",
+    type=click.IntRange(max=MAX_INT32),
+    help="Calls in progress at once (required for enterprise; default: the plan's, starter "
+    f"{tenant_service.PLAN_CONCURRENT_CALLS['starter']}, business "
+    f"{tenant_service.PLAN_CONCURRENT_CALLS['business']}).",
+)
+
+
+def plan_summary(tenant: Tenant) -> str:
+    return (
+        f"{tenant.plan}, {tenant_service.rate_limit_of(tenant)}/min, "
+        f"{tenant_service.concurrent_call_limit_of(tenant)} calls at once"
+    )
+
+
 @tenants_cli.command("create")
 @click.argument("name")
 @click.option(
@@ -127,27 +149,37 @@ class Days(click.ParamType):
     default="starter",
     show_default=True,
 )
-@click.option(
-    "--rate-limit",
-    type=click.IntRange(max=MAX_INT32),
-    help="Requests per minute (required for enterprise).",
-)
+@rate_limit_option
+@concurrent_calls_option
 @user_errors
-def tenants_create(name: str, plan: str, rate_limit: int | None) -> None:
+def tenants_create(
+    name: str, plan: str, rate_limit: int | None, concurrent_calls: int | None
+) -> None:
     """Create a tenant."""
-    tenant = create_tenant_audited(name=name, plan=plan, rate_limit=rate_limit)
-    click.echo(f"Created tenant {tenant.id} ({tenant.name}, {tenant.plan}).")
+    tenant = create_tenant_audited(
+        name=name, plan=plan, rate_limit=rate_limit, concurrent_calls=concurrent_calls
+    )
+    click.echo(f"Created tenant {tenant.id} ({tenant.name}, {plan_summary(tenant)}).")
 
 
-def create_tenant_audited(*, name: str, plan: str, rate_limit: int | None = None) -> Tenant:
+def create_tenant_audited(
+    *, name: str, plan: str, rate_limit: int | None = None, concurrent_calls: int | None = None
+) -> Tenant:
     """Create a tenant and the first entry of its audit log."""
     with database.atomic():
-        tenant = tenant_service.create_tenant(name=name, plan=plan, rate_limit=rate_limit)
+        tenant = tenant_service.create_tenant(
+            name=name, plan=plan, rate_limit=rate_limit, concurrent_calls=concurrent_calls
+        )
         audit_cli(
             tenant_id=tenant.id,
             action="tenant.created",
             target_id=tenant.id,
-            details={"name": tenant.name, "plan": plan, "rateLimit": rate_limit},
+            details={
+                "name": tenant.name,
+                "plan": plan,
+                "rateLimit": rate_limit,
+                "concurrentCalls": concurrent_calls,
+            },
         )
     return tenant
 
@@ -158,8 +190,10 @@ def tenants_list() -> None:
     """List tenants."""
     for tenant in tenant_service.list_tenants():
         limit = tenant_service.rate_limit_of(tenant)
+        calls = tenant_service.concurrent_call_limit_of(tenant)
         click.echo(
             f"{tenant.id}  {tenant.name}  plan={tenant.plan}  rate={limit}/min  "
+            f"calls={tenant.active_calls}/{calls}  "
             f"balance={tenant.balance_minutes}min  threshold={tenant.low_balance_threshold}min"
         )
 
@@ -167,24 +201,26 @@ def tenants_list() -> None:
 @tenants_cli.command("set-plan")
 @tenant_option
 @click.argument("plan", type=click.Choice(list(tenant_service.PLAN_LIMITS)))
-@click.option(
-    "--rate-limit",
-    type=click.IntRange(max=MAX_INT32),
-    help="Requests per minute (required for enterprise).",
-)
+@rate_limit_option
+@concurrent_calls_option
 @user_errors
-def tenants_set_plan(tenant_ref: str, plan: str, rate_limit: int | None) -> None:
-    """Change a tenant's plan; takes effect on the next request."""
+def tenants_set_plan(
+    tenant_ref: str, plan: str, rate_limit: int | None, concurrent_calls: int | None
+) -> None:
+    """Change a tenant's plan and limits (a limit left out is the plan's); the rate limit
+    holds from the next request, the concurrent-call limit from the next call's start."""
     tenant = tenant_service.find_tenant(tenant_ref)
     with database.atomic():
-        tenant_service.set_plan(tenant=tenant, plan=plan, rate_limit=rate_limit)
+        tenant_service.set_plan(
+            tenant=tenant, plan=plan, rate_limit=rate_limit, concurrent_calls=concurrent_calls
+        )
         audit_cli(
             tenant_id=tenant.id,
             action="tenant.plan_changed",
             target_id=tenant.id,
-            details={"plan": plan, "rateLimit": rate_limit},
+            details={"plan": plan, "rateLimit": rate_limit, "concurrentCalls": concurrent_calls},
         )
-    click.echo(f"{tenant.name} is on {plan} ({tenant_service.rate_limit_of(tenant)}/min).")
+    click.echo(f"{tenant.name} is on {plan_summary(tenant)}.")
 
 
 @tenants_cli.command("set-threshold")
@@ -519,11 +555,50 @@ def maintenance_prune(days: int | None, batch_size: int) -> None:
     click.echo(f"Deleted {counts['keys']} idempotency keys older than 24 hours.")
 
 
+# The short conversation `calls simulate --turns` reports.
+EXAMPLE_TURNS = (
+    ("agent", "Halo, terima kasih sudah menelepon. Ada yang bisa saya bantu?"),
+    ("caller", "Halo, saya mau buat janji dengan dokter gigi untuk besok."),
+    ("agent", "Baik. Besok ada jadwal jam 10.00 dan jam 14.30. Mau yang mana?"),
+    ("caller", "Jam 10 saja."),
+    ("agent", "Sudah saya catat: besok jam 10.00 dengan dokter gigi. Ada lagi?"),
+    ("caller", "Tidak, terima kasih."),
+)
+
+
+def example_turns(seconds: int) -> list[dict[str, Any]]:
+    """EXAMPLE_TURNS spread evenly over seconds of conversation."""
+    span = seconds * 1000 // len(EXAMPLE_TURNS)
+    return [
+        {"role": role, "text": text, "start_ms": index * span, "end_ms": (index + 1) * span}
+        for index, (role, text) in enumerate(EXAMPLE_TURNS)
+    ]
+
+
+def json_object(value: str, option: str) -> dict[str, Any]:
+    try:
+        loaded = json.loads(value)
+    except ValueError:
+        raise click.BadParameter("must be a JSON object", param_hint=option) from None
+    if not isinstance(loaded, dict):
+        raise click.BadParameter("must be a JSON object", param_hint=option)
+    return loaded
+
+
 @calls_cli.command("simulate")
 @click.option("--did", required=True, help="The business number called, e.g. +6221555010.")
 @click.option("--caller", default="+6281234567890", show_default=True, help="Caller's number.")
 @click.option("--seconds", type=click.IntRange(0, MAX_CALL_SECONDS), default=60, show_default=True)
 @click.option("--transcript", default=None, help="A transcript summary to report.")
+@click.option(
+    "--turns", is_flag=True, help="Report a short example conversation as transcript turns."
+)
+@click.option(
+    "--variables",
+    default="{}",
+    show_default=True,
+    help='Values for the agent\'s {{name}} placeholders, as a JSON object: {"name": "Budi"}.',
+)
 @click.option("--function", "function_name", default=None, help="A function for the AI to call.")
 @click.option("--params", default="{}", show_default=True, help="Its parameters, as JSON.")
 @user_errors
@@ -532,26 +607,33 @@ def calls_simulate(
     caller: str,
     seconds: int,
     transcript: str | None,
+    turns: bool,
+    variables: str,
     function_name: str | None,
     params: str,
 ) -> None:
     """Run a whole call (start, answer, function call, transcript, end) as the runtime would."""
+    parameters = json_object(params, "--params")
     try:
-        parameters = json.loads(params)
-    except ValueError:
-        raise click.BadParameter("must be a JSON object", param_hint="--params") from None
-    if not isinstance(parameters, dict):
-        raise click.BadParameter("must be a JSON object", param_hint="--params")
+        values = Variables().deserialize(json_object(variables, "--variables"))
+    except ValidationError as exc:
+        raise click.BadParameter(json.dumps(exc.messages), param_hint="--variables") from None
     since = utcnow()
-    started = call_service.start_call(did=did, caller_number=caller)
+    started = call_service.start_call(did=did, caller_number=caller, variables=values)
     call = started.call
     click.echo(f"Call {call.id} from {caller} to {did}: agent {call.agent_id}")
+    missing = started.session["missing_variables"]
+    if missing:
+        click.echo(f"Placeholders without a value (left as written): {', '.join(missing)}")
     call_service.answer_call(call_id=call.id)
     if function_name:
         outcome = function_calls.invoke(
             call_id=call.id, function_name=function_name, parameters=parameters
         )
         click.echo(f"Function {function_name}: {json.dumps(outcome.as_dict())}")
+    if turns:
+        call_service.add_transcript(call_id=call.id, turns=example_turns(seconds))
+        click.echo(f"Transcript: {len(EXAMPLE_TURNS)} turns")
     if transcript:
         call_service.add_transcript(call_id=call.id, transcript_summary=transcript)
     call = call_service.end_call(

@@ -37,6 +37,12 @@ class Tenant(BaseModel):
     lifetime_used_minutes = pw.BigIntegerField(default=0)
     reserved_minutes = pw.BigIntegerField(default=0)  # held by open calls: the sum of their holds
     calls_count = pw.BigIntegerField(default=0)  # maintained total for call-list pagination
+    # Calls at once: None = the plan's (app.services.tenants.concurrent_call_limit_of).
+    concurrent_call_limit = pw.IntegerField(null=True)
+    # The calls admitted and not yet ended (or whose hold lapsed): taken with each call's hold,
+    # freed with it, so admission compares it with the limit instead of counting calls. The
+    # database has the default too, for rows written by code from before it (migration 010).
+    active_calls = pw.BigIntegerField(default=0, constraints=[pw.SQL("DEFAULT 0")])
     # The seq of the tenant's latest event: each new event takes the next one (events.record).
     event_seq = pw.BigIntegerField(default=0)
     created_at = pw.DateTimeField(default=utcnow)
@@ -136,6 +142,33 @@ class Call(BaseModel):
     reserved_minutes = pw.IntegerField(default=0)
     reservation_expires_at = pw.DateTimeField(null=True, index=True)
     updated_at = pw.DateTimeField(default=utcnow)
+    # Values for the {{name}} placeholders of the agent's prompt and greeting in this call.
+    variables = JSONField(default=dict, constraints=[pw.SQL("DEFAULT '{}'")])
+    recording_url = pw.CharField(max_length=2048, null=True)  # kept by the runtime
+    # The AI cost's components in IDR, as the runtime reported them at the end: all None when
+    # it reported none, all set (0 for a component it left out) when it did.
+    cost_llm_idr = pw.BigIntegerField(null=True)
+    cost_stt_idr = pw.BigIntegerField(null=True)
+    cost_tts_idr = pw.BigIntegerField(null=True)
+    cost_telephony_idr = pw.BigIntegerField(null=True)
+    cost_other_idr = pw.BigIntegerField(null=True)
+    # The transcript turns stored and the UTF-8 bytes of their text: the limit is checked
+    # against these in the UPDATE that takes the next turns' seqs.
+    turns_count = pw.IntegerField(default=0, constraints=[pw.SQL("DEFAULT 0")])
+    turns_bytes = pw.IntegerField(default=0, constraints=[pw.SQL("DEFAULT 0")])
+
+    @property
+    def cost_breakdown(self) -> dict[str, int | None] | None:
+        """The AI cost by component (llm, stt, tts, telephony, other), or None unreported."""
+        if self.cost_llm_idr is None:
+            return None
+        return {
+            "llm": self.cost_llm_idr,
+            "stt": self.cost_stt_idr,
+            "tts": self.cost_tts_idr,
+            "telephony": self.cost_telephony_idr,
+            "other": self.cost_other_idr,
+        }
 
     class Meta:
         indexes = (
@@ -147,6 +180,21 @@ class Call(BaseModel):
             (("tenant", "direction", "started_at", "id"), False),
             (("tenant", "caller_number", "started_at", "id"), False),
         )
+
+
+class CallTurn(BaseModel):
+    """One turn of a call's conversation: who spoke, what was said, when (ms from the start)."""
+
+    call = pw.ForeignKeyField(Call, backref="turns", on_delete="CASCADE")
+    seq = pw.IntegerField()  # 1, 2, 3, … in the order the runtime reported them
+    role = pw.CharField(max_length=8)  # agent | caller
+    text = pw.TextField()
+    start_ms = pw.IntegerField(null=True)
+    end_ms = pw.IntegerField(null=True)
+
+    class Meta:
+        # The key is the read path: a call's turns in order, one index range.
+        primary_key = pw.CompositeKey("call", "seq")
 
 
 class CreditTransaction(BaseModel):
@@ -222,7 +270,7 @@ class Webhook(RotatedSecret, BaseModel):
     disabled_reason = pw.CharField(max_length=255, null=True)
     failing_since = pw.DateTimeField(null=True)  # first failure since the last success
     # Failed attempts since the last success; the database has the default too, for rows
-    # written by code from before it (migration 011).
+    # written by code from before it (migration 012).
     consecutive_failures = pw.IntegerField(default=0, constraints=[pw.SQL("DEFAULT 0")])
     created_at = pw.DateTimeField(default=utcnow)
     updated_at = pw.DateTimeField(default=utcnow)
@@ -365,6 +413,7 @@ ALL_MODELS = [
     Agent,
     PhoneNumber,
     Call,
+    CallTurn,
     CreditTransaction,
     Event,
     Webhook,

@@ -1,4 +1,5 @@
-"""Scaling of GET /api/v1/calls: p50 at 10,000 calls against p50 at 1,000,000 for a tenant.
+"""Scaling of GET /api/v1/calls, a call's detail and its transcript: p50 at 10,000 calls
+against p50 at 1,000,000 for a tenant.
 
 Both tenants live in the same SQLite file, so the only difference is how many calls the
 tenant has. Each case is requested in alternating rounds through the app (in process, one
@@ -8,7 +9,9 @@ The CPU columns time the same requests with the thread's CPU clock, which leaves
 time other processes of the machine held the core (not what a hypervisor takes, nor slower
 caches): a CPU ratio near 1 beside a high wall ratio means noise, not scaling.
 
-Both tenants have the same shape (calls spread evenly over 4 agents, 3 of 5 ended), but a
+Both tenants have the same shape (calls spread evenly over 4 agents, 3 of 5 ended, one call
+in 100 with a conversation of 20 turns: 10,000 conversations and 200,000 turns beside the
+1,000,000 calls), and the detail and transcript cases read a call with its 20 turns. A
 filtered total is counted only up to COUNT_LIMIT (10,000) rows: at 10,000 calls every filter
 matches fewer (agentId 2,500: counted in full), at 1,000,000 the count stops at 10,000 (an
 index range scan of that many entries). That bounded scan is the one cost that differs.
@@ -46,10 +49,14 @@ def main() -> None:
         }
         print(f"seeded {small + large:,} calls in {time.perf_counter() - began:.0f} s")
     cases = {
-        "newest page": lambda seeded: "/api/v1/calls?limit=50",
-        "status=ended": lambda seeded: "/api/v1/calls?limit=50&status=ended",
-        "agentId=…": lambda seeded: f"/api/v1/calls?limit=50&agentId={seeded.agent_ids[0]}",
-        "offset=5000": lambda seeded: "/api/v1/calls?limit=50&offset=5000",
+        "newest page": lambda seeded, count: "/api/v1/calls?limit=50",
+        "status=ended": lambda seeded, count: "/api/v1/calls?limit=50&status=ended",
+        "agentId=…": lambda seeded, count: f"/api/v1/calls?limit=50&agentId={seeded.agent_ids[0]}",
+        "offset=5000": lambda seeded, count: "/api/v1/calls?limit=50&offset=5000",
+        "call detail": lambda seeded, count: f"/api/v1/calls/{seeded.call_with_turns(count)}",
+        "transcript (20 turns)": lambda seeded, count: (
+            f"/api/v1/calls/{seeded.call_with_turns(count)}/transcript"
+        ),
     }
     client = app.test_client()
     times: dict[tuple[str, int], list[float]] = {(c, n): [] for c in cases for n in tenants}
@@ -57,13 +64,15 @@ def main() -> None:
     for _ in range(ROUNDS):  # alternate, so drift on the machine hits both sizes alike
         for case, path_of in cases.items():
             for count, seeded in tenants.items():
-                path, headers = path_of(seeded), {"x-api-key": seeded.key}
+                path, headers = path_of(seeded, count), {"x-api-key": seeded.key}
                 for _ in range(PER_ROUND):
                     started, started_cpu = time.perf_counter(), time.thread_time()
                     response = client.get(path, headers=headers)
                     cpu[case, count].append(time.thread_time() - started_cpu)
                     times[case, count].append(time.perf_counter() - started)
                     assert response.status_code == 200, response.get_data(as_text=True)
+                    if case.startswith("transcript"):
+                        assert len(response.get_json()["turns"]) == 20
     rows = []
     for case in cases:
         p50 = {count: statistics.median(times[case, count]) * 1000 for count in tenants}
@@ -83,8 +92,9 @@ def main() -> None:
             ]
         )
     print_table(
-        f"GET /api/v1/calls?limit=50 in process, {ROUNDS * PER_ROUND} requests per cell in "
-        f"alternating rounds; target p50 ratio <= {TARGET}",
+        f"GET /api/v1/calls?limit=50, /calls/:id and /calls/:id/transcript in process, "
+        f"{ROUNDS * PER_ROUND} requests per cell in alternating rounds; target p50 ratio "
+        f"<= {TARGET}",
         [
             "request",
             f"p50 ms {small:,}",

@@ -378,3 +378,102 @@ def test_sql_metacharacters_in_a_name_are_stored_verbatim(client, headers, agent
     assert created.status_code == 201
     assert {created.json[key] for key in ("name", "systemPrompt", "greetingText")} == {value}
     assert Agent.select().count() == 2  # and the table is still there
+
+
+# The transcript, variables and cost bodies; the usage report's dates.
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"turns": [{"role": "agent", "text": "a\x00b"}]}, "turns"),
+        ({"transcriptSummary": "a\x00b"}, "transcriptSummary"),
+        ({"turns": [{"role": "agent\x00", "text": "x"}]}, "turns"),
+        ({"turns": [{"role": "agent", "text": "x", "startMs": 10**30}]}, "turns"),
+        ({"turns": [{"role": "agent", "text": "x", "startMs": 1e400}]}, None),
+        ({"turns": {"0": {"role": "agent", "text": "x"}}}, "turns"),
+        ({"turns": [None]}, "turns"),
+        ({"turns": [{"role": "agent", "text": "x" * 262_145}]}, "turns"),
+    ],
+)
+def test_hostile_transcript_bodies_are_refused(client, runtime_headers, did, body, field):
+    call_id = start(client, runtime_headers, did).json["id"]
+    text = json.dumps(body).replace("Infinity", "1e400")
+    response = send(client, "POST", f"{RUNTIME}/{call_id}/transcript", runtime_headers, text)
+    if field is None:
+        assert_error(response, 400, "bad_request")
+    else:
+        assert set(assert_error(response, 422, "validation_error")["details"]) == {field}
+
+
+def test_many_small_turns_in_one_body_stop_at_the_limit(client, runtime_headers, did):
+    call_id = start(client, runtime_headers, did).json["id"]
+    turns = [{"role": "caller", "text": "x"}] * 20_000  # under 1 MiB of JSON
+    response = client.post(
+        f"{RUNTIME}/{call_id}/transcript", json={"turns": turns}, headers=runtime_headers
+    )
+    assert set(assert_error(response, 422, "validation_error")["details"]) == {"turns"}
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [
+        {"name\x00": "x"},
+        {"name": "x\x00"},
+        {"name": {"deep": {"er": "x"}}},
+        {"' OR 1=1 --": "x"},
+        {"name\r\nX-Injected": "x"},
+        {"ｎａｍｅ": "x"},  # fullwidth letters are not ASCII
+    ],
+)
+def test_hostile_variables_are_refused(client, runtime_headers, did, variables):
+    response = start(client, runtime_headers, did, variables=variables)
+    assert set(assert_error(response, 422, "validation_error")["details"]) == {"variables"}
+
+
+def test_variable_values_are_put_in_verbatim(client, runtime_headers, tenant, agent_id, did):
+    from app.services import agents as agent_service
+
+    agent_service.update_agent(tenant=tenant, agent_id=agent_id, system_prompt="Hi {{name}}.")
+    value = "x'; DROP TABLE call; -- {{name}} \\1 \\g<0> \r\n<script>"
+    session = start(client, runtime_headers, did, variables={"name": value}).json["session"]
+    assert session["systemPrompt"] == f"Hi {value}."
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"costBreakdown": {"llm": "9" * 5000}},
+        {"costBreakdown": {"llm": 10**30}},
+        {"costBreakdown": {"llm\x00": 1}},
+        {"costBreakdown": {"llm": 1, "__proto__": 2}},
+        {"recordingUrl": "https://a.example/\x00"},
+        {"recordingUrl": "https://a.example/\r\nX-Injected: 1"},
+        {"recordingUrl": "https://" + "a" * 5000},
+    ],
+)
+def test_hostile_end_reports_are_refused(client, runtime_headers, did, fields):
+    call_id = start(client, runtime_headers, did).json["id"]
+    body = json.dumps(end_body(**fields)).replace('"' + "9" * 5000 + '"', "9" * 5000)
+    response = send(client, "POST", f"{RUNTIME}/{call_id}/ended", runtime_headers, body)
+    if "9" * 5000 in body:
+        assert_error(response, 400, "bad_request")  # beyond Python's digit limit
+    else:
+        assert set(assert_error(response, 422, "validation_error")["details"]) == set(fields)
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("from=2026-03-01%00", "from"),
+        ("from=" + "9" * 5000, "from"),
+        ("to=2026-03-01' OR 1=1 --", "to"),
+        ("from=-2026-03-01", "from"),
+        ("from=+12026-03-01", "from"),
+        ("to=0000-01-01", "to"),
+        ("from=1e400", "from"),
+    ],
+)
+def test_hostile_usage_dates_are_a_validation_error_naming_them(client, headers, query, field):
+    response = client.get("/api/v1/usage?" + query, headers=headers)
+    assert set(assert_error(response, 422, "validation_error")["details"]) == {field}

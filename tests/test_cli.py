@@ -17,6 +17,7 @@ from app.models import (
     ApiKey,
     AuditEntry,
     Call,
+    CallTurn,
     CreditTransaction,
     Delivery,
     Event,
@@ -56,11 +57,46 @@ def test_tenants_create_duplicate_fails_cleanly(runner):
 def test_tenants_create_enterprise_needs_rate_limit(runner):
     result = runner.invoke(args=["tenants", "create", "big", "--plan", "enterprise"])
     assert result.exit_code == 1 and "--rate-limit" in result.output
+    enterprise = ["tenants", "create", "big", "--plan", "enterprise", "--rate-limit", "1000"]
+    result = runner.invoke(args=enterprise)
+    assert result.exit_code == 1 and "--concurrent-calls" in result.output
+    result = runner.invoke(args=[*enterprise, "--concurrent-calls", "150"])
+    assert result.exit_code == 0, result.output
+    assert "(big, enterprise, 1000/min, 150 calls at once)" in result.output
+    assert "rate=1000/min  calls=0/150" in runner.invoke(args=["tenants", "list"]).output
+
+
+def test_tenants_create_takes_the_plans_concurrent_call_limit(runner):
+    result = runner.invoke(args=["tenants", "create", "small"])
+    assert "(small, starter, 60/min, 5 calls at once)" in result.output
+    result = runner.invoke(args=["tenants", "create", "mid", "--plan", "business"])
+    assert "(mid, business, 300/min, 20 calls at once)" in result.output
+    result = runner.invoke(args=["tenants", "create", "own", "--concurrent-calls", "8"])
+    assert "(own, starter, 60/min, 8 calls at once)" in result.output
+    assert Tenant.get(Tenant.name == "own").concurrent_call_limit == 8
+
+
+def test_tenants_set_plan_sets_the_concurrent_call_limit(runner, tenant):
+    args = ["tenants", "set-plan", "--tenant", "acme", "business", "--concurrent-calls", "3"]
+    result = runner.invoke(args=args)
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "acme is on business, 300/min, 3 calls at once."
+    assert Tenant.get_by_id(tenant.id).concurrent_call_limit == 3
+    entry = AuditEntry.get(AuditEntry.action == "tenant.plan_changed")
+    assert entry.details == {"plan": "business", "rateLimit": None, "concurrentCalls": 3}
+    # Left out, the limit is the plan's again.
+    result = runner.invoke(args=["tenants", "set-plan", "--tenant", "acme", "starter"])
+    assert result.output.strip() == "acme is on starter, 60/min, 5 calls at once."
+    assert Tenant.get_by_id(tenant.id).concurrent_call_limit is None
+
+
+@pytest.mark.parametrize("calls", ["0", "-1", "99999999999", "many"])
+def test_a_concurrent_call_limit_below_one_or_not_a_number_is_refused(runner, tenant, calls):
     result = runner.invoke(
-        args=["tenants", "create", "big", "--plan", "enterprise", "--rate-limit", "1000"]
+        args=["tenants", "set-plan", "--tenant", "acme", "business", "--concurrent-calls", calls]
     )
-    assert result.exit_code == 0
-    assert "rate=1000/min" in runner.invoke(args=["tenants", "list"]).output
+    assert result.exit_code in (1, 2)
+    assert Tenant.get_by_id(tenant.id).concurrent_call_limit is None
 
 
 def test_tenants_set_plan_and_threshold(runner, tenant):
@@ -181,6 +217,40 @@ def test_calls_simulate_drives_a_whole_call(runner, tenant, did):
     emitted = [line.split()[0] for line in result.output.splitlines() if line.startswith("  ")]
     assert emitted == ["call.started", "call.answered", "call.transcript", "call.ended"]
     assert (call.status, call.transcript_summary, call.billed_minutes) == ("ended", "Booked.", 3)
+
+
+def test_calls_simulate_with_turns_writes_an_example_conversation(runner, tenant, did):
+    args = ["calls", "simulate", "--did", did, "--seconds", "60", "--turns"]
+    result = runner.invoke(args=args)
+    assert result.exit_code == 0, result.output
+    assert "Transcript: 6 turns" in result.output
+    call = Call.get()
+    turns = list(CallTurn.select().where(CallTurn.call == call).order_by(CallTurn.seq))
+    assert [turn.role for turn in turns] == ["agent", "caller"] * 3
+    assert [(turn.start_ms, turn.end_ms) for turn in turns[:2]] == [(0, 10_000), (10_000, 20_000)]
+    emitted = [line.split()[0] for line in result.output.splitlines() if line.startswith("  ")]
+    assert emitted == ["call.started", "call.answered", "call.ended"]  # no summary: no event
+
+
+def test_calls_simulate_fills_the_variables(runner, tenant, agent_id, did):
+    from app.services import agents as agent_service
+
+    agent_service.update_agent(
+        tenant=tenant, agent_id=agent_id, system_prompt="Greet {{name}} about {{topic}}."
+    )
+    result = runner.invoke(
+        args=["calls", "simulate", "--did", did, "--variables", '{"name": "Budi"}']
+    )
+    assert result.exit_code == 0, result.output
+    assert "Placeholders without a value (left as written): topic" in result.output
+    assert Call.get().variables == {"name": "Budi"}
+
+
+@pytest.mark.parametrize("variables", ["[1]", "{bad", '{"1x": "a"}', '{"a": 5}'])
+def test_calls_simulate_rejects_bad_variables(runner, did, variables):
+    result = runner.invoke(args=["calls", "simulate", "--did", did, "--variables", variables])
+    assert result.exit_code == 2 and "--variables" in result.output
+    assert Call.select().count() == 0
 
 
 def test_calls_simulate_reports_a_refused_call(runner, tenant, did):
@@ -555,7 +625,7 @@ def test_tenants_create_is_the_first_entry_of_its_audit_log(runner):
     assert (entry.action, entry.target_id, entry.details) == (
         "tenant.created",
         tenant.id,
-        {"name": "acme", "plan": "business", "rateLimit": None},
+        {"name": "acme", "plan": "business", "rateLimit": None, "concurrentCalls": None},
     )
 
 

@@ -30,9 +30,10 @@ def test_migrations_create_every_table_from_empty(tmp_path):
         "007_event_seq",
         "008_idempotency_keys",
         "009_function_timeout",
-        "010_secret_rotation",
-        "011_webhook_consecutive_failures",
-        "012_call_caller_number_index",
+        "010_call_limits_and_turns",
+        "011_secret_rotation",
+        "012_webhook_consecutive_failures",
+        "013_call_caller_number_index",
     ]
     tables = set(database.get_tables())
     assert {model._meta.table_name for model in ALL_MODELS} <= tables
@@ -323,3 +324,51 @@ def test_hosts_upgrading_an_empty_database_at_once_apply_each_migration_once(
     names = [row[0] for row in database.execute_sql("SELECT name FROM migratehistory ORDER BY id")]
     database.close()
     assert names == MIGRATIONS
+
+
+CALL_COLUMNS = (
+    "id, tenant_id, caller_number, callee_number, direction, status, started_at, metadata, "
+    "function_calls_count, reserved_minutes, reservation_expires_at, updated_at"
+)
+
+
+def insert_call(database, call_id: str, tenant_id: str, status: str, holds: bool) -> None:
+    """A call row as the code before migration 010 wrote it."""
+    expires = "'2026-01-01 00:25:00'" if holds else "NULL"
+    database.execute_sql(
+        f"INSERT INTO call ({CALL_COLUMNS}) VALUES ('{call_id}', '{tenant_id}', '+62811', "
+        f"'+62215', 'inbound', '{status}', '2026-01-01', '{{}}', 0, {10 if holds else 0}, "
+        f"{expires}, '2026-01-01')"
+    )
+
+
+def test_the_limits_migration_counts_each_tenants_calls_holding_credit(tmp_path):
+    """The calls admitted and not ended (their hold stands) are each tenant's calls in
+    progress; a row written by code from before gets the new columns' defaults."""
+    with empty_database(tmp_path) as database:
+        db.migration_router(database).run("009_function_timeout")
+        for tenant_id in ("ten_1", "ten_2"):
+            database.execute_sql(
+                "INSERT INTO tenant (id, name, plan, low_balance_threshold, balance_minutes, "
+                "lifetime_purchased_minutes, lifetime_used_minutes, reserved_minutes, calls_count, "
+                f"created_at, event_seq) VALUES ('{tenant_id}', '{tenant_id}', 'starter', 10, 0, "
+                "0, 0, 0, 0, '2026-01-01', 0)"
+            )
+        insert_call(database, "call_1", "ten_1", "ringing", holds=True)
+        insert_call(database, "call_2", "ten_1", "answered", holds=True)
+        insert_call(database, "call_3", "ten_1", "ringing", holds=False)  # its hold lapsed
+        insert_call(database, "call_4", "ten_1", "ended", holds=False)
+        insert_call(database, "call_5", "ten_2", "failed", holds=False)
+        assert db.migration_router(database).run("010_call_limits_and_turns") == [
+            "010_call_limits_and_turns"
+        ]
+        rows = database.execute_sql(
+            "SELECT id, active_calls, concurrent_call_limit FROM tenant ORDER BY id"
+        ).fetchall()
+        assert [tuple(row) for row in rows] == [("ten_1", 2, None), ("ten_2", 0, None)]
+        insert_call(database, "call_6", "ten_2", "ringing", holds=True)
+        rows = database.execute_sql(
+            "SELECT variables, turns_count, turns_bytes, recording_url, cost_llm_idr FROM call "
+            "WHERE id IN ('call_1', 'call_6')"
+        ).fetchall()
+        assert [tuple(row) for row in rows] == [("{}", 0, 0, None, None)] * 2

@@ -27,6 +27,7 @@ EVENTS = [
     "credits.low",
     "function.called",
 ]
+RECORDING = "https://recordings.example.com/call.wav"
 DATA_TYPES = {
     "call.started": {"callId": str, "phoneNumberId": str, "callerNumber": str, "did": str},
     "call.answered": {"callId": str, "agentId": str, "startedAt": str},
@@ -41,6 +42,8 @@ DATA_TYPES = {
         "talkTimeSeconds": int,
         "hangupInitiator": str,
         "aiCostIdr": int,
+        "recordingUrl": str,
+        "costBreakdown": dict,
     },
     "credits.low": {"balanceMinutes": int, "threshold": int},
     "function.called": {"callId": str, "functionName": str, "parameters": dict, "result": dict},
@@ -97,7 +100,14 @@ def test_whole_call_delivers_every_event_once_with_exact_fields(
             json={"transcriptSummary": "Booked Monday 10:00."},
             headers=runtime_headers,
         )
-        assert end(client, runtime_headers, call_id).status_code == 200
+        ended = end(
+            client,
+            runtime_headers,
+            call_id,
+            recordingUrl=RECORDING,
+            costBreakdown={"llm": 700, "stt": 200, "tts": 250, "telephony": 50},
+        )
+        assert ended.status_code == 200
         received = everything.wait_for(len(EVENTS), timeout=30)
         ended_only.wait_for(1, timeout=30)
         time.sleep(0.5)  # nothing more arrives
@@ -122,6 +132,14 @@ def test_whole_call_delivers_every_event_once_with_exact_fields(
             assert isinstance(value, kind) and not isinstance(value, bool), (name, field)
     assert bodies["call.ended"]["data"]["callId"] == call_id
     assert bodies["call.ended"]["data"]["talkTimeSeconds"] == 80
+    assert bodies["call.ended"]["data"]["recordingUrl"] == RECORDING
+    assert bodies["call.ended"]["data"]["costBreakdown"] == {
+        "llm": 700,
+        "stt": 200,
+        "tts": 250,
+        "telephony": 50,
+        "other": 0,
+    }
     assert bodies["credits.low"]["data"] == {"balanceMinutes": 98, "threshold": 99}
     assert bodies["function.called"]["data"]["result"] == {"slots": ["10:00"]}
     assert json.loads(ended_only.requests[0].body)["id"] == bodies["call.ended"]["id"]

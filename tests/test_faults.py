@@ -188,7 +188,9 @@ class RuntimeClient(threading.Thread):
 
 def run_stack(tenant, did, workers, seconds: float, threads: int = 3) -> dict[str, int]:
     """2 gunicorn workers, 2 RQ workers and `threads` runtime clients for `seconds`."""
-    tenant_service.set_plan(tenant=tenant, plan="enterprise", rate_limit=10**6)
+    tenant_service.set_plan(
+        tenant=tenant, plan="enterprise", rate_limit=10**6, concurrent_calls=10**6
+    )
     billing.grant(tenant=tenant, minutes=10**7)
     with Receiver() as receiver:
         register_webhook(tenant, receiver.url, events=CALL_EVENTS)

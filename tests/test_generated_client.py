@@ -125,14 +125,25 @@ def run_numbers(sdk, client, agent):
     return number
 
 
+TURNS = [
+    {"role": "agent", "text": "Halo, ada yang bisa dibantu?", "startMs": 0, "endMs": 1800},
+    {"role": "caller", "text": "Saya mau pesan panel surya."},
+]
+COSTS = {"llm": 700, "stt": 200, "tts": 250, "telephony": 50}
+RECORDING = "https://recordings.example.com/calls/1.wav"
+
+
 def run_call(server) -> str:
-    """A whole call through the runtime API, with plain requests."""
+    """A whole call through the runtime API, with plain requests: its transcript turns, and
+    an end with the recording and the cost by component."""
     session = requests.Session()
     session.headers["Authorization"] = f"Bearer {RUNTIME_TOKEN}"
     started = session.post(server + RUNTIME, json={"did": DID, "callerNumber": CALLER}, timeout=10)
     assert started.status_code == 201, started.text
     call_id = started.json()["id"]
-    for step, body in (("answered", {}), ("ended", end_body())):
+    ended = end_body(aiCostIdr=1200, costBreakdown=COSTS, recordingUrl=RECORDING)
+    steps = (("answered", {}), ("transcript", {"turns": TURNS}), ("ended", ended))
+    for step, body in steps:
         answer = session.post(f"{server}{RUNTIME}/{call_id}/{step}", json=body, timeout=10)
         assert answer.status_code == 200, answer.text
     return call_id
@@ -150,6 +161,31 @@ def run_calls(sdk, client, call_id, agent):
     assert call.agent_id == agent.id and call.status == models.CallDetailStatus.ENDED
     assert call.billed_minutes == 2 and call.talk_time_seconds == 80
     assert call.ended_at.tzinfo is not None and call.answered_at is not None
+    assert call.recording_url == RECORDING and call.variables.to_dict() == {}
+    assert call.cost_breakdown.to_dict() == {**COSTS, "other": 0}
+    read = operation("calls", "get_call_transcript").sync_detailed(call_id, client=client)
+    transcript = parsed(read, 200)
+    assert transcript.call_id == call_id and transcript.transcript_summary is None
+    assert [(turn.seq, turn.role.value, turn.text) for turn in transcript.turns] == [
+        (1, "agent", TURNS[0]["text"]),
+        (2, "caller", TURNS[1]["text"]),
+    ]
+    assert (transcript.turns[0].start_ms, transcript.turns[1].end_ms) == (0, None)
+
+
+def run_usage(sdk, client):
+    """This month's usage: the call of run_call, its minutes and costs."""
+    report = parsed(operation("usage", "get_usage").sync_detailed(client=client), 200)
+    assert (report.calls, report.answered_calls, report.billed_minutes) == (1, 1, 2)
+    assert report.ai_cost_idr == 1200 and report.cost_breakdown.llm == 700
+    assert (report.active_calls, report.concurrent_call_limit) == (0, 20)
+    today = datetime.datetime.now(datetime.UTC).date()
+    (day,) = [each for each in report.days if each.date == today]
+    assert (day.calls, day.billed_minutes, day.ai_cost_idr) == (1, 2, 1200)
+    march = operation("usage", "get_usage").sync_detailed(
+        client=client, from_=datetime.date(2026, 3, 1), to=datetime.date(2026, 3, 8)
+    )
+    assert [each.calls for each in parsed(march, 200).days] == [0] * 7
 
 
 def run_credits(sdk, client):
@@ -298,6 +334,7 @@ def test_generated_client_runs_every_resource_against_a_real_server(sdk, server,
         webhook = create_webhook(sdk, client, receiver.url)
         call_id = run_call(server)
         run_calls(sdk, client, call_id, agent)
+        run_usage(sdk, client)
         run_credits(sdk, client)
         wait_until(
             lambda: Delivery.select().where(Delivery.status == "succeeded").count() == 2,

@@ -268,7 +268,9 @@ def assert_rate_limit_shared(hosts: list[str]) -> None:
 @pytest.mark.slow
 def test_two_hosts_lose_nothing_and_recover_in_seconds(tenant, did, workers, own_redis):
     started = time.monotonic()
-    tenant_service.set_plan(tenant=tenant, plan="enterprise", rate_limit=10**6)
+    tenant_service.set_plan(
+        tenant=tenant, plan="enterprise", rate_limit=10**6, concurrent_calls=10**6
+    )
     billing.grant(tenant=tenant, minutes=10**6)
     redis_client = Redis.from_url(own_redis.url)
     with HeldReceiver() as receiver:

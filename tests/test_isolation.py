@@ -44,7 +44,9 @@ def make_call(ctx) -> str:
     number = number_service.add_number(tenant=ctx["tenant"], display_number="+6221555098")
     number_service.assign_agent(tenant=ctx["tenant"], number_id=number.id, agent_id=ctx["agent_id"])
     billing.grant(tenant=ctx["tenant"], minutes=5)
-    return call_service.start_call(did=number.display_number, caller_number="+628111222333").call.id
+    call = call_service.start_call(did=number.display_number, caller_number="+628111222333").call
+    call_service.add_transcript(call_id=call.id, turns=[{"role": "caller", "text": "Halo?"}])
+    return call.id
 
 
 def make_number(ctx) -> str:
@@ -140,7 +142,7 @@ def test_other_tenant_gets_404_and_changes_nothing(
             owner = client.open(path, method=method, json=body, headers=headers)
             assert owner.status_code in (200, 201, 202), f"{method} {path}: {owner.status_code}"
         checked.append(f"{method} {rule.rule}")
-    assert len(checked) == 18, checked  # every tenant route and verb taking an id
+    assert len(checked) == 19, checked  # every tenant route and verb taking an id
 
 
 def test_lists_show_nothing_of_another_tenant(app, client, tenant, agent_id, other_headers):
@@ -170,3 +172,11 @@ def test_lists_show_only_own_records(client, tenant, headers, other_headers, age
     [other] = client.get(path, headers=other_headers).json.values()
     assert {item["id"] for item in own}.isdisjoint(item["id"] for item in other)
     assert agent_id not in str(other)
+
+
+def test_usage_counts_only_the_tenants_own_calls(client, tenant, agent_id, headers, other_headers):
+    make_call({"tenant": tenant, "agent_id": agent_id})
+    own = client.get("/api/v1/usage", headers=headers).json
+    other = client.get("/api/v1/usage", headers=other_headers).json
+    assert (own["calls"], own["activeCalls"]) == (1, 1)
+    assert (other["calls"], other["activeCalls"]) == (0, 0)

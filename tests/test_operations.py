@@ -245,12 +245,12 @@ from peewee_migrate import Migrator
 
 
 def migrate(migrator: Migrator, database: pw.Database, *, fake=False):
-    migrator.add_fields("call", recording_url=pw.CharField(max_length=2048, null=True))
+    migrator.add_fields("call", review_note=pw.CharField(max_length=2048, null=True))
     migrator.add_index("call", "tenant", "ended_at")
 
 
 def rollback(migrator: Migrator, database: pw.Database, *, fake=False):
-    migrator.remove_fields("call", "recording_url")
+    migrator.remove_fields("call", "review_note")
 """
 
 
@@ -263,15 +263,15 @@ def test_a_new_migration_upgrades_a_database_that_holds_data(
     call_id = whole_call(client, runtime_headers, did)
     migrations = tmp_path / "migrations"
     shutil.copytree(db.MIGRATIONS_DIR, migrations, ignore=shutil.ignore_patterns("__pycache__"))
-    (migrations / "003_call_recording_url.py").write_text(NEXT_MIGRATION)
+    (migrations / "003_call_review_note.py").write_text(NEXT_MIGRATION)
     router = Router(db.database.obj, migrate_dir=migrations, ignore=["basemodel"])
-    assert router.diff == ["003_call_recording_url"]
+    assert router.diff == ["003_call_review_note"]
     router.run()
     assert router.diff == []
     columns = {column.name for column in db.database.get_columns("call")}
-    assert "recording_url" in columns
+    assert "review_note" in columns
     row = (
-        Call.select(Call.status, Call.billed_minutes, peewee.SQL("recording_url"))
+        Call.select(Call.status, Call.billed_minutes, peewee.SQL("review_note"))
         .where(Call.id == call_id)
         .tuples()
         .get()

@@ -100,7 +100,17 @@ def test_plan_change_applies_without_restart(runner, client, starter_headers):
 
 def test_enterprise_custom_limit(runner, client, starter_headers):
     runner.invoke(
-        args=["tenants", "set-plan", "--tenant", "small", "enterprise", "--rate-limit", "5"]
+        args=[
+            "tenants",
+            "set-plan",
+            "--tenant",
+            "small",
+            "enterprise",
+            "--rate-limit",
+            "5",
+            "--concurrent-calls",
+            "50",
+        ]
     )
     statuses = [r.status_code for r in burst(client, starter_headers, 7)]
     assert statuses == [200] * 5 + [429] * 2
@@ -126,7 +136,9 @@ def test_enterprise_tenant_is_counted_one_request_at_a_time_in_redis(
     """However high the limit, each request has its own count in Redis and in its headers."""
     app = create_app({**app_config, "REDIS_URL": redis_url, "QUEUE_MODE": "inline"})
     with app.app_context():
-        tenant = tenant_service.create_tenant(name="huge", plan="enterprise", rate_limit=100_000)
+        tenant = tenant_service.create_tenant(
+            name="huge", plan="enterprise", rate_limit=100_000, concurrent_calls=100
+        )
         headers = {"x-api-key": key_service.create_key(tenant=tenant, name="k")[1]}
     client = app.test_client()
     remaining = [

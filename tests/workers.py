@@ -150,9 +150,10 @@ class Workers:
     ) -> subprocess.Popen:
         return self._spawn([sys.executable, "worker.py", *queues], redis_url, settings)
 
-    def start_web(self, workers: int = 2, **settings) -> str:
-        """gunicorn with deploy/gunicorn.conf.py on a free loopback port; its base URL."""
-        port = free_port()
+    def start_web(self, workers: int = 2, port: int | None = None, **settings) -> str:
+        """gunicorn with deploy/gunicorn.conf.py on a loopback port (a free one unless
+        given); its base URL."""
+        port = port or free_port()
         self._spawn(
             [str(Path(sys.executable).parent / "gunicorn"), "-c", "deploy/gunicorn.conf.py",
              "wsgi:app"],

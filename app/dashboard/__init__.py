@@ -190,6 +190,7 @@ NAVIGATION = (
     ("dashboard.agents", "Agents"),
     ("dashboard.phone_numbers", "Phone numbers"),
     ("dashboard.credits", "Credits"),
+    ("dashboard.usage", "Usage"),
     ("dashboard.webhooks", "Webhooks"),
     ("dashboard.api_keys", "API keys"),
     ("dashboard.team", "Team"),
@@ -276,6 +277,7 @@ def init_app(app) -> None:
         overview,
         phone_numbers,
         settings,
+        usage,
         webhooks,
     )
 

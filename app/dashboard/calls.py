@@ -1,4 +1,5 @@
-"""Calls: the call history with the API's filters, and a call with its events and function calls."""
+"""Calls: the call history with the API's filters, and a call with its conversation, costs,
+events and function calls."""
 
 from flask import g, render_template
 
@@ -12,6 +13,14 @@ from app.services import function_calls as function_call_service
 from app.services import phone_numbers as number_service
 
 QUERY_ARGS = CallQueryArgsSchema()
+# The AI cost's components as a page names them.
+COST_LABELS = {
+    "llm": "Language model",
+    "stt": "Speech to text",
+    "tts": "Text to speech",
+    "telephony": "Telephony",
+    "other": "Other",
+}
 FILTERS = ("status", "from", "to", "agentId", "phoneNumberId", "direction", "callerNumber")
 
 
@@ -47,6 +56,8 @@ def call(call_id):
         call=found,
         agent_name=agents.get(found.agent_id),
         number=numbers.get(found.phone_number_id),
+        turns=call_service.get_transcript(tenant=g.tenant, call_id=found.id).turns,
+        cost_labels=COST_LABELS,
         events=event_service.for_call(tenant=g.tenant, call_id=found.id),
         function_calls=function_call_service.list_for_call(tenant=g.tenant, call_id=found.id),
     )

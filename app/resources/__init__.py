@@ -11,6 +11,7 @@ from app.resources.credits.routes import blp as credits_blp
 from app.resources.events.routes import blp as events_blp
 from app.resources.functions.routes import blp as functions_blp
 from app.resources.phone_numbers.routes import blp as phone_numbers_blp
+from app.resources.usage.routes import blp as usage_blp
 from app.resources.webhooks.routes import blp as webhooks_blp
 from app.runtime.routes import blp as runtime_blp
 
@@ -22,6 +23,7 @@ TENANT_BLUEPRINTS = [
     credits_blp,
     webhooks_blp,
     events_blp,
+    usage_blp,
 ]
 RUNTIME_BLUEPRINTS: list = [runtime_blp]
 

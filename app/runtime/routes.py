@@ -43,14 +43,17 @@ class RuntimeCalls(MethodView):
     @blp.alt_response(
         409,
         schema=ErrorSchema,
-        description="no_agent (no active number or agent) or no_credits (balance at or below "
-        "zero): the call is recorded as failed and details.callId names it.",
+        description="no_agent (no active number or agent), concurrency_limit (the tenant has "
+        "as many calls in progress as its limit) or no_credits (no available minutes): the "
+        "call is recorded as failed and details.callId names it.",
     )
     @blp.doc(operationId="startCall")
     def post(self, fields):
         """Report a new call and get its session
 
-        Records the call (ringing) and emits call.started.
+        Records the call (ringing) and emits call.started. The call takes one of the tenant's
+        concurrent-call slots and holds its allowance of credit until it ends. The session's
+        systemPrompt and greetingText have the call's variables filled in.
         """
         started = call_service.start_call(**fields)
         return started, 201 if started.created else 200
@@ -79,9 +82,12 @@ class RuntimeCallTranscript(MethodView):
     @blp.alt_response(404, response="NOT_FOUND")
     @blp.doc(operationId="addCallTranscript")
     def post(self, fields, call_id):
-        """Report the call's transcript summary
+        """Report transcript turns and the summary
 
-        Stores it and emits call.transcript; the same text again changes nothing.
+        Appends the turns to the call's transcript, in order (post them as the call goes
+        on), and stores the summary, emitting call.transcript when it is new; the same
+        summary again changes nothing. A post that would take the call past 2,000 turns or
+        256 KiB of turn text is 422 and stores nothing, neither turns nor summary.
         """
         return call_service.add_transcript(call_id=call_id, **fields)
 
@@ -96,9 +102,10 @@ class RuntimeCallEnded(MethodView):
     def post(self, fields, call_id):
         """Report that the call ended
 
-        Ends it, charges ceil(talkTimeSeconds / 60) minutes and emits call.ended (and
-        credits.low when the charge crosses the threshold), in one transaction. Repeating it
-        with the same status changes and charges nothing and answers 200.
+        Ends it, charges ceil(talkTimeSeconds / 60) minutes, frees its credit hold and its
+        concurrent-call slot and emits call.ended (and credits.low when the charge crosses
+        the threshold), in one transaction. Repeating it with the same status changes and
+        charges nothing and answers 200.
         """
         return call_service.end_call(call_id=call_id, **fields)
 

@@ -2,16 +2,57 @@
 
 from typing import Any
 
-from marshmallow import fields, validate
+from marshmallow import ValidationError, fields, validate, validates_schema
 
 from app.resources.agents.schemas import E164
 from app.resources.calls.schemas import CallDetailSchema
 from app.resources.common import Schema
 from app.resources.fields import MAX_INT32, StrictInteger, UtcDateTime
-from app.services.calls import DIRECTIONS, END_STATUSES
+from app.services.calls import (
+    COST_COMPONENTS,
+    DIRECTIONS,
+    END_STATUSES,
+    MAX_TURN_BYTES,
+    MAX_TURNS,
+    MAX_VARIABLE_LENGTH,
+    MAX_VARIABLES,
+    TURN_ROLES,
+    VARIABLE_NAME,
+)
 
 E164_ERROR = "Must be an international number such as +6221555010."
 MAX_CALL_SECONDS = 86_400  # a day: far above any call's length, inside every integer column
+MAX_CALL_MS = MAX_CALL_SECONDS * 1000
+# A recording's address: https, a host name or address (no user info), an optional port,
+# then printable ASCII. The whole rule: the dashboard shows it as a link.
+RECORDING_URL = r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?([/?#][!-~]*)?$"
+
+
+def at_most_variables(value: dict[str, Any]) -> None:
+    if len(value) > MAX_VARIABLES:
+        raise ValidationError(f"At most {MAX_VARIABLES} variables.")
+
+
+def Variables(**kwargs: Any) -> fields.Dict:  # noqa: N802 - reads like a field class
+    """A call's variables: names as placeholders are written, string values."""
+    return fields.Dict(
+        keys=fields.String(
+            validate=validate.Regexp(
+                f"^{VARIABLE_NAME}$",
+                error="A variable name is a letter or _ then up to 63 letters, digits or _.",
+            )
+        ),
+        values=fields.String(validate=validate.Length(max=MAX_VARIABLE_LENGTH)),
+        validate=at_most_variables,
+        metadata={
+            "description": f"Values for the {{{{name}}}} placeholders of the agent's "
+            f"systemPrompt and greetingText in this call: up to {MAX_VARIABLES} names "
+            f"(^{VARIABLE_NAME}$) with string values of up to {MAX_VARIABLE_LENGTH:,} "
+            "characters.",
+            "maxProperties": MAX_VARIABLES,
+        },
+        **kwargs,
+    )
 
 
 class CallStartSchema(Schema):
@@ -36,6 +77,7 @@ class CallStartSchema(Schema):
         validate=validate.Length(1, 128),
         metadata={"description": "The telephony provider's id: a repeat returns the same call."},
     )
+    variables = Variables(load_default=dict)
 
 
 class FunctionSpecSchema(Schema):
@@ -70,6 +112,14 @@ class SessionSchema(Schema):
         required=True,
         metadata={"description": "Hang up after this: min(agent limit, balance) in seconds."},
     )
+    missing_variables = fields.List(
+        fields.String(),
+        required=True,
+        metadata={
+            "description": "Placeholders ({{name}}) of systemPrompt and greetingText that the "
+            "call's variables had no value for: left as written. Empty when none."
+        },
+    )
 
 
 class StartedCallSchema(CallDetailSchema):
@@ -87,6 +137,26 @@ class StartedCallSchema(CallDetailSchema):
 class CallAnsweredSchema(Schema):
     answered_at = UtcDateTime(
         metadata={"description": "When the agent answered (default: now)."},
+    )
+
+
+class CostBreakdownSchema(Schema):
+    """The AI cost of a call by component, in IDR; a component left out is 0."""
+
+    llm = StrictInteger(
+        validate=validate.Range(0, MAX_INT32), metadata={"description": "Language model."}
+    )
+    stt = StrictInteger(
+        validate=validate.Range(0, MAX_INT32), metadata={"description": "Speech to text."}
+    )
+    tts = StrictInteger(
+        validate=validate.Range(0, MAX_INT32), metadata={"description": "Text to speech."}
+    )
+    telephony = StrictInteger(
+        validate=validate.Range(0, MAX_INT32), metadata={"description": "The phone line."}
+    )
+    other = StrictInteger(
+        validate=validate.Range(0, MAX_INT32), metadata={"description": "Anything else."}
     )
 
 
@@ -120,22 +190,90 @@ class CallEndSchema(Schema):
         metadata={"description": "e.g. caller, agent or system."},
     )
     ai_cost_idr = StrictInteger(
-        required=True,
         validate=validate.Range(0, MAX_INT32),
-        metadata={"description": f"AI cost of the call in IDR (at most {MAX_INT32:,})."},
+        metadata={
+            "description": f"AI cost of the call in IDR (at most {MAX_INT32:,}). Required "
+            "without costBreakdown; with it, it must equal the breakdown's sum, and left out "
+            "it is that sum."
+        },
+    )
+    cost_breakdown = fields.Nested(
+        CostBreakdownSchema,
+        metadata={
+            "description": f"The AI cost by component ({', '.join(COST_COMPONENTS)}), in IDR; "
+            f"a component left out is 0. The sum is at most {MAX_INT32:,}."
+        },
+    )
+    recording_url = fields.String(
+        validate=[validate.Length(max=2048), validate.Regexp(RECORDING_URL)],
+        metadata={
+            "description": "Where the runtime keeps the call's recording: an https URL of at "
+            "most 2,048 characters. The service keeps the link, not the audio.",
+            "pattern": RECORDING_URL,
+        },
     )
     ended_at = UtcDateTime(
         metadata={"description": "When it ended (default: now)."},
     )
     metadata = fields.Dict(metadata={"description": "Merged into the call's metadata."})
 
+    @validates_schema(skip_on_field_errors=False)
+    def reports_the_cost(self, data: dict[str, Any], **kwargs: Any) -> None:
+        # Beside the other fields' errors: a report missing everything names every field.
+        if "ai_cost_idr" not in data and "cost_breakdown" not in data:
+            raise ValidationError("Send aiCostIdr, costBreakdown or both.", "aiCostIdr")
+
+
+class TurnSchema(Schema):
+    """One turn of the conversation, as the runtime heard it."""
+
+    role = fields.String(
+        required=True,
+        validate=validate.OneOf(TURN_ROLES),
+        metadata={"description": "agent or caller: who spoke.", "enum": TURN_ROLES},
+    )
+    text = fields.String(
+        required=True,
+        validate=validate.Length(1, MAX_TURN_BYTES),
+        metadata={"description": "What was said."},
+    )
+    start_ms = StrictInteger(
+        allow_none=True,
+        validate=validate.Range(0, MAX_CALL_MS),
+        metadata={"description": "When the turn began, in ms from the call's start."},
+    )
+    end_ms = StrictInteger(
+        allow_none=True,
+        validate=validate.Range(0, MAX_CALL_MS),
+        metadata={"description": "When it ended, in ms from the call's start; not before startMs."},
+    )
+
+    @validates_schema
+    def ends_after_it_starts(self, data: dict[str, Any], **kwargs: Any) -> None:
+        start, end = data.get("start_ms"), data.get("end_ms")
+        if start is not None and end is not None and end < start:
+            raise ValidationError("Must not be before startMs.", "endMs")
+
 
 class TranscriptSchema(Schema):
     transcript_summary = fields.String(
-        required=True,
         validate=validate.Length(max=100_000),
-        metadata={"description": "Summary of the conversation."},
+        metadata={"description": "Summary of the conversation; emits call.transcript when new."},
     )
+    turns = fields.List(
+        fields.Nested(TurnSchema),
+        validate=validate.Length(1, MAX_TURNS),
+        metadata={
+            "description": f"Turns to append to the call's transcript, in order. A call holds "
+            f"at most {MAX_TURNS:,} turns and {MAX_TURN_BYTES:,} bytes (UTF-8) of their text: "
+            "a post that would take it past that is 422 and stores nothing."
+        },
+    )
+
+    @validates_schema
+    def says_something(self, data: dict[str, Any], **kwargs: Any) -> None:
+        if "transcript_summary" not in data and "turns" not in data:
+            raise ValidationError("Send transcriptSummary, turns or both.", "transcriptSummary")
 
 
 class FunctionCallSchema(Schema):

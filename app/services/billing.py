@@ -2,12 +2,14 @@
 the minutes open calls hold (prepaid credit control).
 
 A call admitted at its start holds min(its agent's limit, available) minutes, where
-available = balance - minutes held by the tenant's other open calls. The hold is taken
-under the tenant row's write lock, so concurrent starts never hold more than the balance,
-and it is released when the call ends, in the transaction that charges it.
+available = balance - minutes held by the tenant's other open calls, and one of the tenant's
+concurrent-call slots. Both are taken under the tenant row's write lock, so concurrent starts
+never hold more than the balance nor more calls than the limit, and both are released
+together, once: when the call ends (in the transaction that charges it) or its hold lapses.
 """
 
 from datetime import timedelta
+from typing import Any
 
 from app.db import database
 from app.errors import NotFound, ValidationFailed
@@ -33,8 +35,9 @@ def _move(
     idempotency_key: str | None = None,
     released: int = 0,
 ) -> tuple[CreditTransaction, int]:
-    """Move minutes (and release a call's hold of released minutes) and write the ledger
-    entry; the entry and the tenant's low-balance threshold. Call inside a transaction.
+    """Move minutes (and release the hold of released minutes and the slot of the call that
+    ends) and write the ledger entry; the entry and the tenant's low-balance threshold. Call
+    inside a transaction.
 
     The UPDATE takes the tenant row's write lock first (PostgreSQL row lock, SQLite's
     IMMEDIATE transaction) and returns the balance it wrote, so concurrent movements
@@ -44,10 +47,12 @@ def _move(
     used = -minutes if type == "usage" else 0
     moved = (
         Tenant.update(
-            balance_minutes=Tenant.balance_minutes + minutes,
-            lifetime_purchased_minutes=Tenant.lifetime_purchased_minutes + purchased,
-            lifetime_used_minutes=Tenant.lifetime_used_minutes + used,
-            reserved_minutes=Tenant.reserved_minutes - released,
+            {
+                Tenant.balance_minutes: Tenant.balance_minutes + minutes,
+                Tenant.lifetime_purchased_minutes: Tenant.lifetime_purchased_minutes + purchased,
+                Tenant.lifetime_used_minutes: Tenant.lifetime_used_minutes + used,
+                **(_freeing(minutes=released, calls=1) if released else {}),
+            }
         )
         .where(Tenant.id == tenant_id)
         .returning(Tenant.balance_minutes, Tenant.low_balance_threshold)
@@ -95,21 +100,36 @@ def hold(*, balance: int, reserved: int, wanted: int) -> int:
     return max(0, min(wanted, balance - reserved))
 
 
-def reserve(*, tenant_id: str, minutes: int) -> None:
-    """Add a new call's hold to the tenant's reserved minutes; call inside the transaction
-    that read the balance under the tenant row's lock (see hold)."""
-    Tenant.update(reserved_minutes=Tenant.reserved_minutes + minutes).where(
-        Tenant.id == tenant_id
-    ).execute()
+def admit(*, tenant_id: str, minutes: int) -> None:
+    """Take a new call's hold of minutes and one concurrent-call slot; call inside the
+    transaction that read the balance, the holds and the calls in progress under the tenant
+    row's lock (see hold), with a hold of at least a minute."""
+    Tenant.update(
+        {
+            Tenant.reserved_minutes: Tenant.reserved_minutes + minutes,
+            Tenant.active_calls: Tenant.active_calls + 1,
+        }
+    ).where(Tenant.id == tenant_id).execute()
 
 
-def release_holds(holds: dict[str, int]) -> None:
-    """Give back lapsed holds, minutes per tenant id; call inside a transaction.
+def _freeing(*, minutes: int, calls: int) -> dict[Any, Any]:
+    """The SET of a tenant-row UPDATE that frees calls' holds (minutes in all) and their
+    slots: what every path by which a call stops counting (its end, its lapsed hold) writes."""
+    return {
+        Tenant.reserved_minutes: Tenant.reserved_minutes - minutes,
+        Tenant.active_calls: Tenant.active_calls - calls,
+    }
+
+
+def release_holds(holds: dict[str, list[int]]) -> None:
+    """Free calls' holds and their slots: per tenant id, the minutes each call held (at least
+    one: a call admitted holds a minute or more). Call inside the transaction whose
+    conditional UPDATE of the calls made it the one that releases them.
 
     Tenants in id order, so two processes releasing at once take their row locks in one order.
     """
-    for tenant_id, minutes in sorted(holds.items()):
-        Tenant.update(reserved_minutes=Tenant.reserved_minutes - minutes).where(
+    for tenant_id, held in sorted(holds.items()):
+        Tenant.update(_freeing(minutes=sum(held), calls=len(held))).where(
             Tenant.id == tenant_id
         ).execute()
 
@@ -117,15 +137,16 @@ def release_holds(holds: dict[str, int]) -> None:
 def charge_call(
     *, tenant_id: str, call_id: str, minutes: int, held: int = 0
 ) -> CreditTransaction | None:
-    """Charge a call's minutes once and release its hold of held minutes; call inside
-    the transaction that ends the call.
+    """Charge a call's minutes once and release its hold of held minutes and its slot (held
+    is 0 once the hold lapsed: both were released then); call inside the transaction that
+    ends the call.
 
     A zero-minute call writes no ledger entry. A charge that moves the balance from at or
     above the tenant's threshold to below it emits credits.low (once per crossing).
     """
     if minutes <= 0:
         if held:
-            release_holds({tenant_id: held})
+            release_holds({tenant_id: [held]})
         return None
     entry, threshold = _move(
         tenant_id=tenant_id,

@@ -5,6 +5,7 @@ Steps that must happen once (answering, ending) are conditional UPDATEs on the s
 two processes reporting the same step at once change and charge the call exactly once.
 """
 
+import re
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any, cast
@@ -13,9 +14,10 @@ import peewee as pw
 
 from app import metrics
 from app.db import database
-from app.errors import Conflict, NotFound
-from app.models import Agent, Call, Function, PhoneNumber, Tenant
+from app.errors import Conflict, NotFound, ValidationFailed
+from app.models import Agent, Call, CallTurn, Function, PhoneNumber, Tenant
 from app.services import billing, events
+from app.services import tenants as tenant_service
 from app.services.pages import Page, bounded_count
 from app.util import isoformat, new_id, utcnow
 
@@ -23,7 +25,29 @@ STATUSES = ("ringing", "answered", "ended", "dropped", "failed")
 END_STATUSES = ("ended", "dropped", "failed")
 OPEN_STATUSES = ("ringing", "answered")
 DIRECTIONS = ("inbound", "outbound")
-REJECTIONS = ("no_agent", "no_credits")
+REJECTIONS = ("no_agent", "concurrency_limit", "no_credits")
+REJECTION_MESSAGES = {
+    "no_agent": "No active agent answers this number; the call was recorded as failed.",
+    "concurrency_limit": "The tenant has as many calls in progress as its plan allows; "
+    "the call was recorded as failed.",
+    "no_credits": "The tenant has no credit minutes left; the call was recorded as failed.",
+}
+
+# The components of a call's AI cost, in IDR, as the runtime may report them at the end.
+COST_COMPONENTS = ("llm", "stt", "tts", "telephony", "other")
+# The most aiCostIdr may be (a 32-bit integer), also when it is the components' sum.
+MAX_COST_IDR = 2**31 - 1
+
+# A call's transcript: at most this many turns and this many bytes (UTF-8) of their text.
+MAX_TURNS = 2000
+MAX_TURN_BYTES = 256 * 1024
+TURN_ROLES = ("agent", "caller")
+
+# {{name}} in an agent's systemPrompt and greetingText, filled from the call's variables.
+VARIABLE_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,63}"
+PLACEHOLDER = re.compile(r"\{\{(" + VARIABLE_NAME + r")\}\}")
+MAX_VARIABLES = 50
+MAX_VARIABLE_LENGTH = 2000
 
 
 @dataclass(frozen=True)
@@ -146,11 +170,11 @@ def _rejected(call: Call) -> bool:
 
 
 def _rejection(call: Call) -> Conflict:
-    if call.hangup_reason == "no_agent":
-        message = "No active agent answers this number; the call was recorded as failed."
-    else:
-        message = "The tenant has no credit minutes left; the call was recorded as failed."
-    return Conflict(message, code=call.hangup_reason, details={"callId": call.id})
+    return Conflict(
+        REJECTION_MESSAGES[str(call.hangup_reason)],
+        code=call.hangup_reason,
+        details={"callId": call.id},
+    )
 
 
 def _ended_data(call: Call) -> dict[str, Any]:
@@ -164,30 +188,45 @@ def _ended_data(call: Call) -> dict[str, Any]:
         "talkTimeSeconds": call.talk_time_seconds,
         "hangupInitiator": call.hangup_initiator,
         "aiCostIdr": call.ai_cost_idr,
+        "recordingUrl": call.recording_url,
+        "costBreakdown": call.cost_breakdown,
     }
 
 
 def _record_call(
-    *, line: _Line, caller_number: str, direction: str, provider_call_id: str | None
+    *,
+    line: _Line,
+    caller_number: str,
+    direction: str,
+    provider_call_id: str | None,
+    variables: dict[str, str],
 ) -> Call:
     """Insert the call (ringing, or failed when nobody can take it); inside a transaction.
 
-    An admitted call holds min(its agent's limit, available) minutes of the tenant's credit
-    (app.services.billing); its reserved_minutes are its allowance.
+    An admitted call takes one of the tenant's concurrent-call slots and holds min(its
+    agent's limit, available) minutes of its credit (app.services.billing); its
+    reserved_minutes are its allowance.
     """
     now = utcnow()
     call_id = new_id("call")
     # Counts the call and takes call.started's seq. The UPDATE locks the tenant row until
-    # commit, so the balance and holds it returns stay current until then, and the hold taken
-    # below is the only one taken from them.
+    # commit, so the balance, holds and calls in progress it returns stay current until then,
+    # and the slot and hold taken below are the only ones taken from them.
     counted = (
         Tenant.update({Tenant.calls_count: Tenant.calls_count + 1, **events.take_seq()})
         .where(Tenant.id == line.tenant_id)
-        .returning(Tenant.balance_minutes, Tenant.reserved_minutes, Tenant.event_seq)
+        .returning(
+            Tenant.balance_minutes,
+            Tenant.reserved_minutes,
+            Tenant.active_calls,
+            Tenant.plan,
+            Tenant.concurrent_call_limit,
+            Tenant.event_seq,
+        )
         .tuples()
         .execute()
     )
-    ((balance, reserved, seq),) = counted
+    ((balance, reserved, active, plan, custom_limit, seq),) = counted
     events.emit(
         tenant_id=line.tenant_id,
         type="call.started",
@@ -202,13 +241,19 @@ def _record_call(
     )
     agent = line.agent
     held = 0
-    if agent is not None:
+    rejection = None
+    if agent is None:
+        rejection = "no_agent"
+    elif active >= tenant_service.concurrent_call_limit(plan=plan, custom=custom_limit):
+        rejection = "concurrency_limit"
+    else:
         held = billing.hold(
             balance=balance, reserved=reserved, wanted=agent.max_call_duration_minutes
         )
-    rejection = "no_agent" if agent is None else ("no_credits" if held <= 0 else None)
-    if held > 0:
-        billing.reserve(tenant_id=line.tenant_id, minutes=held)
+        if held <= 0:
+            rejection = "no_credits"
+    if rejection is None:
+        billing.admit(tenant_id=line.tenant_id, minutes=held)
     # For an outbound call the business number is the caller and callerNumber the callee.
     caller, callee = (
         (caller_number, line.display_number)
@@ -227,6 +272,7 @@ def _record_call(
         status="failed" if rejection else "ringing",
         started_at=now,
         updated_at=now,
+        variables=variables,
         reserved_minutes=held,
         reservation_expires_at=(
             now + timedelta(minutes=held) + billing.HOLD_GRACE if held > 0 else None
@@ -252,17 +298,37 @@ def _record_call(
     return call
 
 
-def _session(agent: Agent, functions: list[Any], held_minutes: int) -> dict[str, Any]:
+def fill_placeholders(text: str, variables: dict[str, str], missing: list[str]) -> str:
+    """text with each {{name}} replaced by its variable's value; a placeholder without a
+    value stays as written and its name is added to missing (once). A value is put in as it
+    is: a placeholder inside a value is not filled again."""
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name in variables:
+            return variables[name]
+        if name not in missing:
+            missing.append(name)
+        return match.group(0)
+
+    return PLACEHOLDER.sub(value, text)
+
+
+def _session(agent: Agent, functions: list[Any], call: Call) -> dict[str, Any]:
+    """The session of call, answered by agent with functions: the prompt and greeting with
+    the call's variables filled in, and its allowance."""
+    missing: list[str] = []
     return {
         "agent_id": agent.id,
-        "system_prompt": agent.system_prompt,
+        "system_prompt": fill_placeholders(agent.system_prompt, call.variables, missing),
         "voice_id": agent.voice_id,
-        "greeting_text": agent.greeting_text,
+        "greeting_text": fill_placeholders(agent.greeting_text, call.variables, missing),
         "language": agent.language,
         "escalation_number": agent.escalation_number,
         "tools_enabled": agent.tools_enabled,
         "functions": functions,
-        "max_call_duration_seconds": held_minutes * 60,
+        "max_call_duration_seconds": call.reserved_minutes * 60,
+        "missing_variables": missing,
     }
 
 
@@ -276,7 +342,7 @@ def session_for(call: Call) -> dict[str, Any]:
         .where(Function.agent == agent.id)
         .order_by(Function.name)
     )
-    return _session(agent, list(functions), call.reserved_minutes)
+    return _session(agent, list(functions), call)
 
 
 def start_call(
@@ -285,10 +351,13 @@ def start_call(
     caller_number: str,
     direction: str = "inbound",
     provider_call_id: str | None = None,
+    variables: dict[str, str] | None = None,
 ) -> StartedCall:
-    """Record an incoming call and return it with its session, or Conflict no_agent/no_credits.
+    """Record an incoming call and return it with its session, or Conflict no_agent,
+    concurrency_limit or no_credits.
 
-    A repeated provider_call_id (per tenant) returns the call recorded first.
+    A repeated provider_call_id (per tenant) returns the call recorded first (with the
+    variables it was recorded with).
     """
     line = _line(did)
     if line is None:
@@ -302,6 +371,7 @@ def start_call(
                     caller_number=caller_number,
                     direction=direction,
                     provider_call_id=provider_call_id,
+                    variables=variables or {},
                 )
         except pw.IntegrityError:
             # The unique (tenant, providerCallId) index: another request with the same id
@@ -315,7 +385,7 @@ def start_call(
                 raise _rejection(call)
             # The agent, functions and hold the call was recorded with.
             assert line.agent is not None  # else it was rejected
-            session = _session(line.agent, line.functions, call.reserved_minutes)
+            session = _session(line.agent, line.functions, call)
             return StartedCall(call=call, session=session, created=True)
     if _rejected(call):
         raise _rejection(call)
@@ -353,6 +423,35 @@ def _illegal(call: Call, target: str) -> Conflict:
     )
 
 
+def _costs(ai_cost_idr: int | None, cost_breakdown: dict[str, int] | None) -> dict[str, Any]:
+    """The cost columns of an ended call: aiCostIdr, and the breakdown when one was reported
+    (a component left out is 0). With both, aiCostIdr must be the breakdown's sum; with only
+    the breakdown, it is that sum."""
+    if cost_breakdown is None:
+        if ai_cost_idr is None:
+            raise ValidationFailed(
+                "Invalid value for aiCostIdr.",
+                details={"aiCostIdr": ["Send aiCostIdr, costBreakdown or both."]},
+            )
+        return {"ai_cost_idr": ai_cost_idr}
+    components = {name: cost_breakdown.get(name, 0) for name in COST_COMPONENTS}
+    total = sum(components.values())
+    if ai_cost_idr is not None and ai_cost_idr != total:
+        raise ValidationFailed(
+            "Invalid value for aiCostIdr.",
+            details={"aiCostIdr": [f"Must equal the sum of costBreakdown ({total})."]},
+        )
+    if total > MAX_COST_IDR:
+        raise ValidationFailed(
+            "Invalid value for costBreakdown.",
+            details={"costBreakdown": [f"The sum must be at most {MAX_COST_IDR:,}."]},
+        )
+    return {
+        "ai_cost_idr": total,
+        **{f"cost_{name}_idr": value for name, value in components.items()},
+    }
+
+
 def end_call(
     *,
     call_id: str,
@@ -361,14 +460,19 @@ def end_call(
     talk_time_seconds: int,
     hangup_reason: str,
     hangup_initiator: str,
-    ai_cost_idr: int,
+    ai_cost_idr: int | None = None,
+    cost_breakdown: dict[str, int] | None = None,
+    recording_url: str | None = None,
     ended_at: datetime | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> Call:
-    """End an open call, charge its minutes and emit call.ended (and credits.low), at once.
+    """End an open call, charge its minutes and emit call.ended (and credits.low), at once;
+    free its hold and its concurrent-call slot.
 
-    A repeat for a call already in that end status returns it unchanged and charges nothing.
+    The AI cost is ai_cost_idr, cost_breakdown or both (see _costs). A repeat for a call
+    already in that end status returns it unchanged and charges nothing.
     """
+    costs = _costs(ai_cost_idr, cost_breakdown)
     with database.atomic():
         minutes = billing.usage_minutes(talk_time_seconds)
         values: dict[str, Any] = dict(
@@ -378,9 +482,10 @@ def end_call(
             talk_time_seconds=talk_time_seconds,
             hangup_reason=hangup_reason,
             hangup_initiator=hangup_initiator,
-            ai_cost_idr=ai_cost_idr,
             billed_minutes=minutes,
+            recording_url=recording_url,
             reservation_expires_at=None,  # the hold is released below
+            **costs,
         )
         if metadata:
             # Merged with what the call holds; only the one changing UPDATE writes it.
@@ -397,7 +502,8 @@ def end_call(
             data=_ended_data(call),
             occurred_at=call.ended_at,
         )
-        # reserved_minutes is 0 when the hold lapsed before the end was reported.
+        # reserved_minutes is 0 when the hold lapsed before the end was reported: its slot
+        # was freed then, with the hold.
         billing.charge_call(
             tenant_id=call.tenant_id, call_id=call.id, minutes=minutes, held=call.reserved_minutes
         )
@@ -405,8 +511,9 @@ def end_call(
 
 
 def release_lapsed_holds(limit: int = 500) -> int:
-    """Release the holds of calls still open long after their allowance (the runtime never
-    reported their end), so the minutes are available again; how many were released.
+    """Release the holds and concurrent-call slots of calls still open long after their
+    allowance (the runtime never reported their end), so the minutes and slots are available
+    again; how many were released.
 
     The calls stay open (only the runtime reports how a call ended); their reserved_minutes
     become 0, so their end, if it comes, releases nothing again.
@@ -430,30 +537,93 @@ def release_lapsed_holds(limit: int = 500) -> int:
             .tuples()
             .execute()
         )
-        holds: dict[str, int] = {}
+        holds: dict[str, list[int]] = {}
         for (call_id,) in taken:
             tenant_id, minutes = lapsed[call_id]
-            holds[tenant_id] = holds.get(tenant_id, 0) + minutes
+            holds.setdefault(tenant_id, []).append(minutes)
         billing.release_holds(holds)
     return len(taken)
 
 
-def add_transcript(*, call_id: str, transcript_summary: str) -> Call:
-    """Store the call's summary and emit call.transcript; the same text again changes nothing."""
+def _append_turns(call_id: str, turns: list[dict[str, Any]]) -> Call:
+    """Append turns to the call's transcript, after the ones it holds; inside a transaction.
+
+    One conditional UPDATE checks the limits against the call's counters and takes the
+    turns' seqs: it locks the call row until commit, so posts at once append one after the
+    other. A post that would take the call past a limit stores none of its turns.
+    """
+    size = sum(len(turn["text"].encode()) for turn in turns)
+    taken = list(
+        Call.update(
+            turns_count=Call.turns_count + len(turns),
+            turns_bytes=Call.turns_bytes + size,
+            updated_at=utcnow(),
+        )
+        .where(
+            (Call.id == call_id)
+            & (Call.turns_count + len(turns) <= MAX_TURNS)
+            & (Call.turns_bytes + size <= MAX_TURN_BYTES)
+        )
+        .returning(Call)
+        .execute()
+    )
+    if not taken:
+        call = _runtime_call(call_id)  # NotFound when there is no such call
+        raise ValidationFailed(
+            "Invalid value for turns.",
+            details={
+                "turns": [
+                    f"A call's transcript holds at most {MAX_TURNS:,} turns and "
+                    f"{MAX_TURN_BYTES:,} bytes of text; this one holds {call.turns_count:,} "
+                    f"turns and {call.turns_bytes:,} bytes, and these {len(turns):,} turns "
+                    f"({size:,} bytes) would take it past that. Nothing was stored."
+                ]
+            },
+        )
+    call = taken[0]
+    first = call.turns_count - len(turns) + 1
+    CallTurn.insert_many(
+        [
+            {
+                "call": call_id,
+                "seq": first + index,
+                "role": turn["role"],
+                "text": turn["text"],
+                "start_ms": turn.get("start_ms"),
+                "end_ms": turn.get("end_ms"),
+            }
+            for index, turn in enumerate(turns)
+        ]
+    ).execute()
+    return call
+
+
+def add_transcript(
+    *,
+    call_id: str,
+    transcript_summary: str | None = None,
+    turns: list[dict[str, Any]] | None = None,
+) -> Call:
+    """Append turns to the call's transcript and store its summary, in one transaction: a
+    post that breaks a limit stores nothing. A new summary emits call.transcript; the same
+    text again changes nothing."""
     with database.atomic():
-        call = _update_if(
+        call = _append_turns(call_id, turns) if turns else None
+        if transcript_summary is None:
+            return call or _runtime_call(call_id)
+        summarised = _update_if(
             call_id,
             Call.transcript_summary.is_null() | (Call.transcript_summary != transcript_summary),
             transcript_summary=transcript_summary,
         )
-        if call is None:
-            return _runtime_call(call_id)  # NotFound when there is no such call
+        if summarised is None:
+            return call or _runtime_call(call_id)  # NotFound when there is no such call
         events.emit(
-            tenant_id=call.tenant_id,
+            tenant_id=summarised.tenant_id,
             type="call.transcript",
-            data={"callId": call.id, "transcriptSummary": transcript_summary},
+            data={"callId": summarised.id, "transcriptSummary": transcript_summary},
         )
-    return call
+    return summarised
 
 
 def _tenant_calls(tenant: Tenant) -> "pw.ModelSelect[Call]":
@@ -467,6 +637,39 @@ def get_call(*, tenant: Tenant, call_id: str) -> Call:
     if call is None:
         raise NotFound(f"Call {call_id} not found.")
     return call
+
+
+@dataclass(frozen=True)
+class Transcript:
+    call_id: str
+    transcript_summary: str | None
+    turns: list[dict[str, Any]]  # seq, role, text, start_ms, end_ms; in seq order
+
+
+def get_transcript(*, tenant: Tenant, call_id: str) -> Transcript:
+    """The tenant's call's summary and turns in order, or NotFound: two reads, the turns one
+    range of their primary key (call, seq)."""
+    found = (
+        Call.select(Call.id, Call.transcript_summary)
+        .where((Call.tenant == tenant) & (Call.id == call_id))
+        .tuples()
+        .first()
+    )
+    if found is None:
+        raise NotFound(f"Call {call_id} not found.")
+    turns = (
+        CallTurn.select(
+            CallTurn.seq, CallTurn.role, CallTurn.text, CallTurn.start_ms, CallTurn.end_ms
+        )
+        .where(CallTurn.call == call_id)
+        .order_by(CallTurn.seq)
+        .dicts()
+    )
+    return Transcript(
+        call_id=found[0],
+        transcript_summary=found[1],
+        turns=cast(list[dict[str, Any]], list(turns)),
+    )
 
 
 # The list reads CallSchema's columns only, as plain dicts (no model instance per row), and

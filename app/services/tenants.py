@@ -7,27 +7,46 @@ from app.util import new_id
 
 STARTER_LIMIT = 60
 PLAN_LIMITS = {"starter": STARTER_LIMIT, "business": 300, "enterprise": None}
+# Calls in progress at once, per plan; enterprise tenants have their own number.
+STARTER_CONCURRENT_CALLS = 5
+PLAN_CONCURRENT_CALLS = {"starter": STARTER_CONCURRENT_CALLS, "business": 20, "enterprise": None}
 
 
-def _check_plan(plan: str, rate_limit: int | None) -> None:
+def _check_plan(plan: str, rate_limit: int | None, concurrent_calls: int | None) -> None:
     if plan not in PLAN_LIMITS:
         raise ValidationFailed(f"Unknown plan {plan!r}: use one of {', '.join(PLAN_LIMITS)}.")
     if plan == "enterprise" and rate_limit is None:
         raise ValidationFailed("The enterprise plan needs --rate-limit (requests per minute).")
+    if plan == "enterprise" and concurrent_calls is None:
+        raise ValidationFailed("The enterprise plan needs --concurrent-calls (calls at once).")
     if rate_limit is not None and rate_limit < 1:
         raise ValidationFailed("The rate limit must be at least 1 request per minute.")
+    if concurrent_calls is not None and concurrent_calls < 1:
+        raise ValidationFailed("The concurrent-call limit must be at least 1 call.")
 
 
-def create_tenant(*, name: str, plan: str = "starter", rate_limit: int | None = None) -> Tenant:
-    """Create a tenant with a unique name."""
+def create_tenant(
+    *,
+    name: str,
+    plan: str = "starter",
+    rate_limit: int | None = None,
+    concurrent_calls: int | None = None,
+) -> Tenant:
+    """Create a tenant with a unique name; the limits left None are the plan's."""
     name = name.strip()
     if not name or len(name) > 100:
         raise ValidationFailed("A tenant name is 1 to 100 characters.")
-    _check_plan(plan, rate_limit)
+    _check_plan(plan, rate_limit, concurrent_calls)
     with database.atomic():
         if Tenant.select().where(Tenant.name == name).exists():
             raise Conflict(f"A tenant named {name!r} already exists.")
-        return Tenant.create(id=new_id("ten"), name=name, plan=plan, rate_limit=rate_limit)
+        return Tenant.create(
+            id=new_id("ten"),
+            name=name,
+            plan=plan,
+            rate_limit=rate_limit,
+            concurrent_call_limit=concurrent_calls,
+        )
 
 
 def list_tenants() -> list[Tenant]:
@@ -47,12 +66,32 @@ def rate_limit_of(tenant: Tenant) -> int:
     return tenant.rate_limit or PLAN_LIMITS.get(tenant.plan) or STARTER_LIMIT
 
 
-def set_plan(*, tenant: Tenant, plan: str, rate_limit: int | None = None) -> Tenant:
-    """Change the plan (and the custom limit); takes effect on the next request."""
-    _check_plan(plan, rate_limit)
+def concurrent_call_limit(*, plan: str, custom: int | None) -> int:
+    """Calls a tenant may have in progress at once: its own number, else its plan's."""
+    return custom or PLAN_CONCURRENT_CALLS.get(plan) or STARTER_CONCURRENT_CALLS
+
+
+def concurrent_call_limit_of(tenant: Tenant) -> int:
+    return concurrent_call_limit(plan=tenant.plan, custom=tenant.concurrent_call_limit)
+
+
+def set_plan(
+    *,
+    tenant: Tenant,
+    plan: str,
+    rate_limit: int | None = None,
+    concurrent_calls: int | None = None,
+) -> Tenant:
+    """Change the plan and its custom limits (None: the plan's); the rate limit holds from the
+    next request, the concurrent-call limit from the next call's start (calls in progress go
+    on)."""
+    _check_plan(plan, rate_limit, concurrent_calls)
     with database.atomic():
-        Tenant.update(plan=plan, rate_limit=rate_limit).where(Tenant.id == tenant.id).execute()
+        Tenant.update(
+            plan=plan, rate_limit=rate_limit, concurrent_call_limit=concurrent_calls
+        ).where(Tenant.id == tenant.id).execute()
     tenant.plan, tenant.rate_limit = plan, rate_limit
+    tenant.concurrent_call_limit = concurrent_calls
     return tenant
 
 

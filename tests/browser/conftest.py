@@ -333,6 +333,12 @@ def row(page: Page, text: str):
     return page.get_by_role("row").filter(has=page.get_by_role("cell", name=text, exact=True)).first
 
 
+def headed_row(page: Page, text: str):
+    """The first row of a table on the page whose row header is exactly this text."""
+    header = page.get_by_role("rowheader", name=text, exact=True)
+    return page.get_by_role("row").filter(has=header).first
+
+
 def fill_sign_in(page: Page, email: str, password: str = PASSWORD) -> None:
     """Type the email and password into the sign-in form shown, and press Sign in."""
     page.get_by_label("Email").fill(email)

@@ -1,5 +1,6 @@
 """A call reported by the runtime, seen in a real browser: on Calls, in its detail with its
-events and the function the AI called, and on Credits as the usage it was charged."""
+events, the function the AI called and its conversation, and on Credits as the usage it was
+charged."""
 
 import json
 import re
@@ -8,7 +9,7 @@ import pytest
 import requests
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import heading, menu, row
+from tests.browser.conftest import headed_row, heading, menu, row
 from tests.call_flow import CALLER, RUNTIME, end_body
 from tests.receiver import Answer, Receiver
 
@@ -99,3 +100,63 @@ def test_a_call_shows_on_calls_with_its_detail_and_on_credits(page, shot, signed
     usage.get_by_role("link", name=call_id).click()
     expect(heading(page)).to_have_text(f"Call {call_id}")
     shot("call-from-credits")
+
+
+TURNS = [
+    {"role": "agent", "text": "Halo, klinik Sehat. Ada yang bisa dibantu?", "startMs": 0},
+    {"role": "caller", "text": "Saya mau booking dokter gigi besok.", "startMs": 4200},
+    {"role": "agent", "text": "Besok jam 10.00 tersedia. Saya catat?", "startMs": 9800},
+]
+RECORDING = "https://recordings.example.com/calls/17.wav"
+
+
+@pytest.fixture
+def transcribed_call(server, did, runtime_headers):
+    """A call through the server's runtime API whose runtime posted its conversation in two
+    parts as it went, and ended with the recording's address and its cost by component."""
+
+    def runtime(path, **body):
+        response = requests.post(
+            f"{server}{RUNTIME}{path}", json=body, headers=runtime_headers, timeout=10
+        )
+        assert response.ok, response.text
+        return response.json()
+
+    call = runtime("", did=did, callerNumber=CALLER)
+    runtime(f"/{call['id']}/answered")
+    runtime(f"/{call['id']}/transcript", turns=TURNS[:2])
+    runtime(f"/{call['id']}/transcript", turns=TURNS[2:], transcriptSummary="Booked a dentist.")
+    ended = {**end_body(), "recordingUrl": RECORDING}
+    ended["costBreakdown"] = {"llm": 800, "stt": 200, "tts": 150, "telephony": 50}
+    del ended["aiCostIdr"]
+    runtime(f"/{call['id']}/ended", **ended)
+    return call["id"]
+
+
+def test_a_calls_page_shows_its_conversation_recording_and_costs(
+    page, shot, signed_in, transcribed_call
+):
+    signed_in("viewer")
+    follow_menu(page, "Calls")
+    shot("calls")
+    row(page, CALLER).get_by_role("link", name=re.compile("^Details of the call")).click()
+    expect(heading(page)).to_have_text(f"Call {transcribed_call}")
+    conversation = page.get_by_role("table").filter(
+        has=page.get_by_role("columnheader", name="What was said")
+    )
+    turns = conversation.get_by_role("row")
+    expect(turns).to_have_count(4)  # the header and three turns, in order
+    expect(turns.nth(1)).to_contain_text("0:00")
+    expect(turns.nth(1)).to_contain_text("Agent")
+    expect(turns.nth(1)).to_contain_text(TURNS[0]["text"])
+    expect(turns.nth(2)).to_contain_text("0:04")
+    expect(turns.nth(2)).to_contain_text("Caller")
+    expect(turns.nth(2)).to_contain_text(TURNS[1]["text"])
+    expect(turns.nth(3)).to_contain_text(TURNS[2]["text"])
+    expect(page.get_by_role("heading", name="Conversation")).to_be_visible()
+    recording = page.get_by_role("link", name="Listen to the recording")
+    expect(recording).to_have_attribute("href", RECORDING)
+    expect(headed_row(page, "Language model")).to_contain_text("800")
+    expect(headed_row(page, "Total")).to_contain_text("1,200")
+    expect(page.get_by_text("Booked a dentist.")).to_be_visible()
+    shot("call-with-conversation")

@@ -8,12 +8,14 @@ import pytest
 
 from app import queue
 from app.services import billing
+from app.services import tenants as tenant_service
 from app.util import utcnow
-from tests.call_flow import RUNTIME, answer, start, whole_call
+from tests.call_flow import RUNTIME, answer, end_body, start, whole_call
 from tests.dashboard.conftest import sign_in
 from tests.receiver import Answer, Receiver
 
 SECRET = "a-very-secret-value-1234"
+RECORDING = "https://media.example.com/rec/17.wav?sig=a&b=c"
 
 
 def listed(page) -> list[str]:
@@ -78,6 +80,7 @@ def test_pages_of_50_link_to_each_other_keeping_the_filters(
     signed_in, runtime_headers, did, tenant
 ):
     billing.grant(tenant=tenant, minutes=1000)
+    tenant_service.set_plan(tenant=tenant, plan="business", concurrent_calls=51)
     ids = [start(signed_in, runtime_headers, did).json["id"] for _ in range(51)]
     first = signed_in.get("/dashboard/calls?status=ringing")
     assert listed(first) == ids[:0:-1]
@@ -246,3 +249,70 @@ def test_the_calls_pages_need_a_signed_in_user(client, runtime_headers, did):
         response = client.get(path)
         assert response.status_code == 302
         assert response.headers["Location"].startswith("/dashboard/sign-in?next=")
+
+
+TURNS = [
+    {"role": "agent", "text": "Halo, ada yang bisa dibantu?", "startMs": 0, "endMs": 2100},
+    {"role": "caller", "text": "Saya mau <b>booking</b>\nbesok.", "startMs": 65_400},
+    {"role": "agent", "text": "Baik."},
+]
+
+
+def conversation(text):
+    """(time, speaker, text) of each row of the call page's conversation."""
+    table = re.search(r'<table class="conversation".*?<tbody>(.*?)</tbody>', text, re.S)
+    assert table, "no conversation"
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", table.group(1), re.S)
+    return [
+        tuple(cell.strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S))
+        for row in rows
+    ]
+
+
+def test_the_detail_shows_the_conversation_recording_and_cost_breakdown(
+    signed_in, runtime_headers, did
+):
+    call_id = start(signed_in, runtime_headers, did).json["id"]
+    answer(signed_in, runtime_headers, call_id)
+    path = f"{RUNTIME}/{call_id}/transcript"
+    signed_in.post(path, json={"turns": TURNS[:2]}, headers=runtime_headers)
+    signed_in.post(path, json={"turns": TURNS[2:]}, headers=runtime_headers)
+    costs = {"llm": 1200, "stt": 300, "tts": 400, "telephony": 100}
+    body = {**end_body(), "costBreakdown": costs, "recordingUrl": RECORDING}
+    del body["aiCostIdr"]
+    assert signed_in.post(f"{RUNTIME}/{call_id}/ended", json=body, headers=runtime_headers)
+    text = signed_in.get(f"/dashboard/calls/{call_id}").get_data(True)
+
+    assert conversation(text) == [
+        ("0:00", "Agent", "Halo, ada yang bisa dibantu?"),
+        ("1:05", "Caller", "Saya mau &lt;b&gt;booking&lt;/b&gt;\nbesok."),
+        ("", "Agent", "Baik."),
+    ]
+    link = RECORDING.replace("&", "&amp;")
+    assert f'<a href="{link}" rel="noopener noreferrer">Listen to the recording</a>' in text
+    breakdown = re.search(r'<table aria-labelledby="cost-breakdown">(.*?)</table>', text, re.S)
+    rows = re.findall(
+        r'<th scope="row">([^<]+)</th><td class="number">([^<]+)</td>', breakdown.group(1)
+    )
+    assert rows == [
+        ("Language model", "1,200"),
+        ("Speech to text", "300"),
+        ("Text to speech", "400"),
+        ("Telephony", "100"),
+        ("Other", "0"),
+        ("Total", "2,000"),
+    ]
+
+
+def test_a_call_without_turns_recording_or_breakdown_says_so(signed_in, runtime_headers, did):
+    call_id = whole_call(signed_in, runtime_headers, did)
+    text = signed_in.get(f"/dashboard/calls/{call_id}").get_data(True)
+    assert "No conversation was reported for this call." in text
+    assert "The runtime reported no cost breakdown for this call." in text
+    assert "Listen to the recording" not in text and "none reported" in text
+
+
+def test_the_detail_shows_the_calls_variables(signed_in, runtime_headers, did):
+    call_id = start(signed_in, runtime_headers, did, variables={"name": "Budi"}).json["id"]
+    text = signed_in.get(f"/dashboard/calls/{call_id}").get_data(True)
+    assert "<dt>Variables</dt><dd><code>{&#34;name&#34;: &#34;Budi&#34;}</code></dd>" in text

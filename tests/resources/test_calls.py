@@ -33,11 +33,26 @@ DETAIL_FIELDS = {
     "hangupInitiator": str,
     "billedMinutes": int,
     "functionCalls": int,
+    "variables": dict,
+    "recordingUrl": str,
+    "costBreakdown": dict,
 }
+RECORDING = "https://recordings.example.com/calls/7.wav"
+COSTS = {"llm": 700, "stt": 200, "tts": 250, "telephony": 50, "other": 0}
 
 
 def finished_call(client, runtime_headers, did):
-    call_id = whole_call(client, runtime_headers, did, metadata={"ticket": 7})
+    call_id = start(client, runtime_headers, did, variables={"name": "Budi"}).json["id"]
+    answer(client, runtime_headers, call_id)
+    ended = end(
+        client,
+        runtime_headers,
+        call_id,
+        metadata={"ticket": 7},
+        recordingUrl=RECORDING,
+        costBreakdown=COSTS,
+    )
+    assert ended.status_code == 200, ended.get_data(as_text=True)
     client.post(
         f"{RUNTIME}/{call_id}/transcript",
         json={"transcriptSummary": "Booked a visit."},
@@ -102,12 +117,30 @@ def test_detail_adds_answer_initiator_billing_and_function_calls(
         0,
     )
     assert call["answeredAt"] >= call["startedAt"]
+    assert call["variables"] == {"name": "Budi"}
+    assert (call["recordingUrl"], call["costBreakdown"]) == (RECORDING, COSTS)
+
+
+def test_detail_of_a_call_without_recording_or_breakdown_has_nulls(
+    client, headers, runtime_headers, did
+):
+    call_id = whole_call(client, runtime_headers, did)
+    call = client.get(f"/api/v1/calls/{call_id}", headers=headers).json
+    assert (call["recordingUrl"], call["costBreakdown"], call["variables"]) == (None, None, {})
 
 
 def test_ringing_call_has_nulls_for_what_is_not_known_yet(client, headers, runtime_headers, did):
     call_id = start(client, runtime_headers, did).json["id"]
     call = client.get(f"/api/v1/calls/{call_id}", headers=headers).json
-    unknown = ("endedAt", "durationSeconds", "talkTimeSeconds", "hangupReason", "aiCostIdr")
+    unknown = (
+        "endedAt",
+        "durationSeconds",
+        "talkTimeSeconds",
+        "hangupReason",
+        "aiCostIdr",
+        "recordingUrl",
+        "costBreakdown",
+    )
     assert all(call[name] is None for name in unknown)
     assert call["transcriptSummary"] is None and call["billedMinutes"] is None
 

@@ -24,6 +24,7 @@ SESSION_FIELDS = {
     "toolsEnabled",
     "functions",
     "maxCallDurationSeconds",
+    "missingVariables",
 }
 
 
@@ -83,7 +84,7 @@ def test_start_call_records_ringing_call_and_returns_session(client, runtime_hea
     assert session["systemPrompt"] == agent.system_prompt == "Be helpful."
     assert (session["voiceId"], session["language"], session["greetingText"]) == ("Puck", "id", "")
     assert session["toolsEnabled"] == [] and session["functions"] == []
-    assert session["escalationNumber"] is None
+    assert session["escalationNumber"] is None and session["missingVariables"] == []
     assert session["maxCallDurationSeconds"] == 600  # 10-minute agent limit, 100 minutes left
     assert Call.get_by_id(body["id"]).provider_call_id == "prov-1"
 
@@ -425,6 +426,8 @@ def test_ended_emits_call_ended_with_every_field(client, runtime_headers, did):
             "talkTimeSeconds": 80,
             "hangupInitiator": "caller",
             "aiCostIdr": 1200,
+            "recordingUrl": None,
+            "costBreakdown": None,
         }
     ]
 
@@ -554,11 +557,11 @@ def test_transcript_is_stored_and_emitted_once_per_text(client, runtime_headers,
     ]
 
 
-def test_transcript_requires_its_text(client, runtime_headers, did):
+def test_transcript_requires_a_summary_or_turns(client, runtime_headers, did):
     call_id = start(client, runtime_headers, did).json["id"]
     response = client.post(f"{RUNTIME}/{call_id}/transcript", json={}, headers=runtime_headers)
     assert assert_error(response, 422, "validation_error")["details"] == {
-        "transcriptSummary": ["Missing data for required field."]
+        "transcriptSummary": ["Send transcriptSummary, turns or both."]
     }
 
 
@@ -628,8 +631,12 @@ def test_event_data_types_follow_the_spec(client, runtime_headers, did):
         "startedAt",
     }
     integers = {"durationSeconds", "talkTimeSeconds", "aiCostIdr", "balanceMinutes", "threshold"}
+    nullable = {"recordingUrl": str, "costBreakdown": dict}  # null when not reported
     for event in Event.select():
         for name, value in event.data.items():
+            if name in nullable:
+                assert value is None or type(value) is nullable[name], (event.type, name)
+                continue
             expected = str if name in strings else int
             assert name in strings | integers, name
             assert type(value) is expected, (event.type, name, value)

@@ -9,6 +9,7 @@ import pytest
 
 from app.models import Call, CreditTransaction, Event, Tenant
 from app.services import billing
+from app.services import tenants as tenant_service
 from tests.call_flow import RUNTIME, answer, end, end_body, start
 from tests.conftest import RUNTIME_TOKEN
 
@@ -74,6 +75,7 @@ def test_two_processes_ending_the_same_call_charge_it_once(
     assert [(entry.minutes, entry.call_id) for entry in usage] == [(-3, call_id)]
     refreshed = Tenant.get_by_id(tenant.id)
     assert (refreshed.balance_minutes, refreshed.lifetime_used_minutes) == (97, 3)
+    assert (refreshed.reserved_minutes, refreshed.active_calls) == (0, 0)  # freed once
     assert Event.select().where(Event.type == "call.ended").count() == 1
     assert Call.get_by_id(call_id).status == "ended"
 
@@ -168,3 +170,56 @@ def test_twenty_concurrent_starts_hold_no_more_than_the_balance(
     refreshed = assert_balance_is_the_ledger(tenant.id)
     assert (refreshed.balance_minutes, refreshed.reserved_minutes) == (0, 0)
     assert Call.select().where(Call.status == "ended").count() == 4
+
+
+def limit_to(tenant, calls):
+    tenant_service.set_plan(tenant=tenant, plan="business", concurrent_calls=calls)
+
+
+def test_twenty_concurrent_starts_at_a_limit_of_five_admit_exactly_five(
+    app_config, client, headers, runtime_headers, tenant, did
+):
+    limit_to(tenant, 5)  # 100 minutes: credit for ten 10-minute calls
+    answers = start_twenty_at_once(app_config, did)
+
+    admitted = [body for status, body in answers if status == 201]
+    refused = [body["error"] for status, body in answers if status != 201]
+    assert len(admitted) == 5
+    assert [error["code"] for error in refused] == ["concurrency_limit"] * 15
+    refreshed = Tenant.get_by_id(tenant.id)
+    assert (refreshed.active_calls, refreshed.reserved_minutes) == (5, 50)
+    failed = Call.select().where(Call.hangup_reason == "concurrency_limit")
+    assert sorted(call.id for call in failed) == sorted(e["details"]["callId"] for e in refused)
+    assert all(call.reserved_minutes == 0 for call in failed)
+
+    end_each_within_its_allowance(client, runtime_headers, admitted)
+    refreshed = assert_balance_is_the_ledger(tenant.id)
+    assert (refreshed.active_calls, refreshed.reserved_minutes) == (0, 0)
+    assert refreshed.balance_minutes == 50
+
+
+def test_twenty_concurrent_starts_admit_no_more_than_the_credit_holds(
+    app_config, client, headers, runtime_headers, tenant, did, agent_id
+):
+    patched = client.patch(
+        f"/api/v1/agents/{agent_id}", json={"maxCallDurationMinutes": 3}, headers=headers
+    )
+    assert patched.status_code == 200
+    limit_to(tenant, 5)
+    set_balance(tenant, 10)  # credit for four calls (3, 3, 3 and 1 minutes): fewer than five
+    answers = start_twenty_at_once(app_config, did)
+
+    admitted = [body for status, body in answers if status == 201]
+    allowances = sorted(body["session"]["maxCallDurationSeconds"] for body in admitted)
+    assert allowances == [60, 180, 180, 180]
+    assert {body["error"]["code"] for status, body in answers if status != 201} == {"no_credits"}
+    refreshed = Tenant.get_by_id(tenant.id)
+    assert (refreshed.active_calls, refreshed.reserved_minutes) == (4, 10)
+
+    end_each_within_its_allowance(client, runtime_headers, admitted)
+    refreshed = assert_balance_is_the_ledger(tenant.id)
+    assert (refreshed.active_calls, refreshed.reserved_minutes, refreshed.balance_minutes) == (
+        0,
+        0,
+        0,
+    )

@@ -14,6 +14,7 @@ import pytest
 from app import db
 from app.models import Delivery
 from app.services import billing
+from app.services import tenants as tenant_service
 from app.services import webhooks as webhook_service
 from tests.call_flow import RUNTIME, answer, end, start
 
@@ -140,3 +141,32 @@ def test_a_call_without_credits_adds_the_end_event(client, runtime_headers, tena
         assert start(client, runtime_headers, did).status_code == 409
     # No hold to take: the tenant row is updated once, and again for call.ended's seq.
     assert seen == ["SELECT phone_number", *STARTED, "INSERT call", *EVENT]
+
+
+def test_a_call_over_the_concurrency_limit_adds_the_end_event(client, runtime_headers, tenant, did):
+    tenant_service.set_plan(tenant=tenant, plan="business", concurrent_calls=1)
+    assert start(client, runtime_headers, did).status_code == 201
+    with statements() as seen:
+        refused = start(client, runtime_headers, did)
+    assert refused.json["error"]["code"] == "concurrency_limit"
+    assert seen == ["SELECT phone_number", *STARTED, "INSERT call", *EVENT]
+
+
+def test_transcript_turns_are_one_update_and_one_insert(client, runtime_headers, did):
+    call_id = start(client, runtime_headers, did).json["id"]
+    turns = [{"role": "agent", "text": "Halo."}, {"role": "caller", "text": "Hai."}]
+    with statements() as seen:
+        response = client.post(
+            f"{RUNTIME}/{call_id}/transcript", json={"turns": turns}, headers=runtime_headers
+        )
+        assert response.status_code == 200
+    # The UPDATE checks the limits against the call's counters and takes the turns' seqs.
+    assert seen == ["UPDATE call", "INSERT call_turn"]
+    with statements() as seen:
+        response = client.post(
+            f"{RUNTIME}/{call_id}/transcript",
+            json={"turns": turns, "transcriptSummary": "Greetings."},
+            headers=runtime_headers,
+        )
+        assert response.status_code == 200
+    assert seen == ["UPDATE call", "INSERT call_turn", "UPDATE call", *EVENT]

@@ -15,7 +15,10 @@ export function describe(event: Event): string {
     case "call.ended": {
       const billable: number = event.data.talkTimeSeconds;
       const cost: number = event.data.aiCostIdr;
-      return `${event.data.callId} from ${event.data.callerNumber} to ${event.data.calleeNumber} ended (${event.data.hangupReason}, by ${event.data.hangupInitiator}) after ${event.data.durationSeconds} s: ${billable} s talk, IDR ${cost}`;
+      // Null when the runtime reported none; absent from events recorded before they existed.
+      const recording: string = event.data.recordingUrl ?? "no recording";
+      const model: number = event.data.costBreakdown?.llm ?? 0;
+      return `${event.data.callId} from ${event.data.callerNumber} to ${event.data.calleeNumber} ended (${event.data.hangupReason}, by ${event.data.hangupInitiator}) after ${event.data.durationSeconds} s: ${billable} s talk, IDR ${cost} (${model} for the model), ${recording}`;
     }
     case "call.transcript":
       return `${event.data.callId}: ${event.data.transcriptSummary}`;

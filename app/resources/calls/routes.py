@@ -3,7 +3,12 @@
 from flask.views import MethodView
 
 from app.auth import current_tenant
-from app.resources.calls.schemas import CallDetailSchema, CallListSchema, CallQueryArgsSchema
+from app.resources.calls.schemas import (
+    CallDetailSchema,
+    CallListSchema,
+    CallQueryArgsSchema,
+    CallTranscriptSchema,
+)
 from app.resources.common import TenantBlueprint
 from app.services import calls as call_service
 
@@ -38,3 +43,16 @@ class CallsById(MethodView):
     def get(self, call_id):
         """Get a call"""
         return call_service.get_call(tenant=current_tenant(), call_id=call_id)
+
+
+@blp.route("/<call_id>/transcript")
+class CallTranscript(MethodView):
+    @blp.response(200, CallTranscriptSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="getCallTranscript")
+    def get(self, call_id):
+        """Get a call's transcript
+
+        The summary and the turns of the conversation in order, as the runtime reported them.
+        """
+        return call_service.get_transcript(tenant=current_tenant(), call_id=call_id)

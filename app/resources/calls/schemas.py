@@ -4,7 +4,7 @@ from marshmallow import fields, validate
 
 from app.resources.common import PageArgsSchema, PaginationSchema, Schema
 from app.resources.fields import DateOrTimestamp, PhoneNumberQuery, Timestamp
-from app.services.calls import DIRECTIONS, STATUSES
+from app.services.calls import COST_COMPONENTS, DIRECTIONS, STATUSES, TURN_ROLES
 
 
 class CallSchema(Schema):
@@ -43,7 +43,10 @@ class CallSchema(Schema):
     hangup_reason = fields.String(
         required=True,
         allow_none=True,
-        metadata={"description": "e.g. normal; no_agent or no_credits when it was refused."},
+        metadata={
+            "description": "e.g. normal; no_agent, concurrency_limit or no_credits when it was "
+            "refused."
+        },
     )
     transcript_summary = fields.String(
         required=True,
@@ -58,6 +61,16 @@ class CallSchema(Schema):
     metadata = fields.Dict(
         required=True, metadata={"description": "Free-form object from the runtime."}
     )
+
+
+class CostBreakdownRecordSchema(Schema):
+    """A call's AI cost by component, in IDR, as the runtime reported it."""
+
+    llm = fields.Integer(required=True, metadata={"description": "Language model."})
+    stt = fields.Integer(required=True, metadata={"description": "Speech to text."})
+    tts = fields.Integer(required=True, metadata={"description": "Text to speech."})
+    telephony = fields.Integer(required=True, metadata={"description": "The phone line."})
+    other = fields.Integer(required=True, metadata={"description": "Anything else."})
 
 
 class CallDetailSchema(CallSchema):
@@ -78,6 +91,64 @@ class CallDetailSchema(CallSchema):
         attribute="function_calls_count",
         required=True,
         metadata={"description": "How many functions the AI invoked during the call."},
+    )
+    variables = fields.Dict(
+        keys=fields.String(),
+        values=fields.String(),
+        required=True,
+        metadata={
+            "description": "The values the call filled the agent's {{name}} placeholders "
+            "with; {} when none."
+        },
+    )
+    recording_url = fields.String(
+        required=True,
+        allow_none=True,
+        metadata={"description": "The recording's https URL, once the runtime reported it."},
+    )
+    cost_breakdown = fields.Nested(
+        CostBreakdownRecordSchema,
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": f"aiCostIdr by component ({', '.join(COST_COMPONENTS)}); null when "
+            "the runtime reported none."
+        },
+    )
+
+
+class TurnRecordSchema(Schema):
+    seq = fields.Integer(
+        required=True, metadata={"description": "The turn's place in the call: 1, 2, 3, …"}
+    )
+    role = fields.String(
+        required=True,
+        metadata={"description": "agent or caller: who spoke.", "enum": TURN_ROLES},
+    )
+    text = fields.String(required=True, metadata={"description": "What was said."})
+    start_ms = fields.Integer(
+        required=True,
+        allow_none=True,
+        metadata={"description": "When it began, in ms from the call's start; null if unknown."},
+    )
+    end_ms = fields.Integer(
+        required=True,
+        allow_none=True,
+        metadata={"description": "When it ended, in ms from the call's start; null if unknown."},
+    )
+
+
+class CallTranscriptSchema(Schema):
+    call_id = fields.String(required=True, metadata={"description": "call_…"})
+    transcript_summary = fields.String(
+        required=True,
+        allow_none=True,
+        metadata={"description": "Summary of the conversation, once the runtime sent it."},
+    )
+    turns = fields.List(
+        fields.Nested(TurnRecordSchema),
+        required=True,
+        metadata={"description": "The conversation in order (seq); [] until the runtime sent any."},
     )
 
 

@@ -82,6 +82,33 @@ class CallEndedDataSchema(DataSchema):
     ai_cost_idr = fields.Integer(
         required=True, metadata={"description": "The AI cost of the call, " + INTEGER_IDR}
     )
+    # Added to call.ended later: an event recorded before (still in the log, or replayed)
+    # does not have them, so they are not required.
+    recording_url = fields.String(
+        allow_none=True,
+        metadata={
+            "description": "The recording's https URL, or null when the runtime reported none "
+            "(absent from events recorded before the service had it)."
+        },
+    )
+    cost_breakdown = fields.Nested(
+        "CallCostsSchema",
+        allow_none=True,
+        metadata={
+            "description": "aiCostIdr by component, or null when the runtime reported none "
+            "(absent from events recorded before the service had it)."
+        },
+    )
+
+
+class CallCostsSchema(DataSchema):
+    """A call's AI cost by component, IDR (a component the runtime did not report is 0)."""
+
+    llm = fields.Integer(required=True, metadata={"description": "Language model."})
+    stt = fields.Integer(required=True, metadata={"description": "Speech to text."})
+    tts = fields.Integer(required=True, metadata={"description": "Text to speech."})
+    telephony = fields.Integer(required=True, metadata={"description": "The phone line."})
+    other = fields.Integer(required=True, metadata={"description": "Anything else."})
 
 
 class CallTranscriptDataSchema(DataSchema):

@@ -1,0 +1,137 @@
+"""The real things a bridge test runs against: the service (gunicorn, worker.py, Redis, a
+database), tenants set up through its API, and the example bot as its own process."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+from tests.bridge.phone import ACCOUNT_SID, AUTH_TOKEN
+from tests.conftest import RUNTIME_TOKEN
+from tests.workers import ROOT, WEBHOOK_SECRET, Workers, free_port
+
+PARAMETERS = {
+    "type": "object",
+    "properties": {"orderId": {"type": "string", "description": "Order number."}},
+    "required": ["orderId"],
+}
+EVENTS = ["call.started", "call.answered", "call.transcript", "call.ended", "function.called"]
+FUNCTION_SECRET = "bridge-function-secret"
+
+
+def wait_for_port(port: int, timeout: float, what: str, logs=lambda: "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"{what} did not start\n{logs()}")
+
+
+class Bot:
+    """python -m voiceagent_bridge.twilio_bot with the scripted services, on a free port."""
+
+    def __init__(self, log_dir: Path, service_url: str, twilio_api_url: str, **settings) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log_dir / f"bot-{self.port}.log"
+        env = {
+            **os.environ,
+            "SERVICE_URL": service_url,
+            "RUNTIME_TOKEN": RUNTIME_TOKEN,
+            "PUBLIC_URL": self.url,
+            "TWILIO_ACCOUNT_SID": ACCOUNT_SID,
+            "TWILIO_AUTH_TOKEN": AUTH_TOKEN,
+            "TWILIO_API_URL": twilio_api_url,
+            "BOT_SERVICES": "tests.bridge.scripted:services",
+            **{name: str(value) for name, value in settings.items()},
+        }
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "voiceagent_bridge.twilio_bot", "--port", str(self.port)],
+                cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True,
+            )  # fmt: skip
+
+    def wait(self, timeout: float = 60) -> "Bot":
+        wait_for_port(self.port, timeout, "the bot", self.logs)
+        return self
+
+    def logs(self, tail: int = 6000) -> str:
+        return self.log.read_text()[-tail:]
+
+    def stop(self) -> None:
+        """Kill it: a graceful stop would wait for calls still open, which a test has no use
+        for."""
+        Workers.kill(self.process)
+
+
+@dataclass
+class Line:
+    """A tenant's number answered by an agent, set up through the tenant API."""
+
+    tenant_id: str
+    api_key: str
+    did: str
+    agent_id: str
+
+
+def api(base_url: str, api_key: str, method: str, path: str, **body) -> dict:
+    response = requests.request(
+        method, f"{base_url}/api/v1{path}", json=body or None,
+        headers={"x-api-key": api_key}, timeout=10,
+    )  # fmt: skip
+    assert response.status_code < 300, response.text
+    return response.json() if response.content else {}
+
+
+def set_up_line(
+    base_url: str,
+    *,
+    name: str,
+    did: str,
+    agent: dict,
+    functions: list[dict] = (),
+    webhook_url: str | None = None,
+    minutes: int = 100,
+) -> Line:
+    """A tenant with an agent (and its functions) on the number did, minutes of credit and,
+    when webhook_url is given, a webhook for the call events there."""
+    from app.services import billing
+    from app.services import keys as key_service
+    from app.services import phone_numbers as number_service
+    from app.services import tenants as tenant_service
+
+    tenant = tenant_service.create_tenant(name=name, plan="business")
+    key = key_service.create_key(tenant=tenant, name="bridge")[1]
+    number = number_service.add_number(tenant=tenant, display_number=did)
+    if minutes:
+        billing.grant(tenant=tenant, minutes=minutes)
+    created = api(base_url, key, "POST", "/agents", **agent)
+    for function in functions:
+        api(base_url, key, "POST", f"/agents/{created['id']}/functions",
+            secret=FUNCTION_SECRET, **function)  # fmt: skip
+    api(base_url, key, "POST", f"/phone-numbers/{number.id}/assign-agent", agentId=created["id"])
+    if webhook_url:
+        api(base_url, key, "POST", "/webhooks", url=webhook_url, events=EVENTS,
+            secret=WEBHOOK_SECRET)  # fmt: skip
+    return Line(tenant.id, key, did, created["id"])
+
+
+def calls_of(base_url: str, line: Line) -> list[dict]:
+    return api(base_url, line.api_key, "GET", "/calls?limit=100")["calls"]
+
+
+def call_detail(base_url: str, line: Line, call_id: str) -> dict:
+    return api(base_url, line.api_key, "GET", f"/calls/{call_id}")
+
+
+def scripted_callers(scripts: dict[str, list[str]]) -> str:
+    return json.dumps(scripts)
