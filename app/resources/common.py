@@ -181,6 +181,7 @@ class PaginationSchema(Schema):
 
 # The answer that shows a new secret must not be kept by any cache on the way.
 NO_STORE = {"Cache-Control": "no-store"}
+SAME_SECRET = "The secret given is the current one; error code secret_unchanged."
 
 
 class SecretRotationSchema(Schema):

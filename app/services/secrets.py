@@ -5,7 +5,7 @@ secret at its own pace (webhooks and functions alike)."""
 import secrets
 from datetime import datetime, timedelta
 
-from app.errors import ValidationFailed
+from app.errors import Conflict, ValidationFailed
 from app.models import RotatedSecret
 
 DEFAULT_OVERLAP_HOURS = 24
@@ -25,18 +25,19 @@ def rotate(
 ) -> None:
     """Make secret the record's signing secret (its attribute `field`), keeping the current
     one as the previous secret for overlap_hours (none for 0); a rotation during an overlap
-    ends the older one. The caller saves the record."""
+    ends the older one. The caller saves the record. The current secret again is Conflict
+    (secret_unchanged)."""
     if not 0 <= overlap_hours <= MAX_OVERLAP_HOURS:
         raise ValidationFailed(
             f"overlapHours is 0 to {MAX_OVERLAP_HOURS} (a week).",
             details={"overlapHours": [f"Must be from 0 to {MAX_OVERLAP_HOURS}."]},
         )
     current = getattr(record, field)
-    if secret == current:
-        raise ValidationFailed(
+    if secret == current:  # a valid body that the record's state refuses: a conflict
+        raise Conflict(
             "The new secret is the current one: choose another, or leave it out to have one "
             "generated.",
-            details={"secret": ["Must differ from the current secret."]},
+            code="secret_unchanged",
         )
     if overlap_hours:
         record.previous_secret = current

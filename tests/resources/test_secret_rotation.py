@@ -100,7 +100,6 @@ def test_patching_the_secret_replaces_it_at_once(client, headers, webhook_id):
     [
         ({"secret": "short"}, "secret"),
         ({"secret": "s" * 257}, "secret"),
-        ({"secret": SECRET}, "secret"),  # the current one
         ({"overlapHours": -1}, "overlapHours"),
         ({"overlapHours": secrets.MAX_OVERLAP_HOURS + 1}, "overlapHours"),
         ({"overlapHours": "24"}, "overlapHours"),
@@ -114,6 +113,15 @@ def test_a_rotation_refuses_a_bad_body(client, headers, webhook_id, body, field)
     )
     assert field in error["details"]
     assert Webhook.get_by_id(webhook_id).secret == SECRET
+
+
+def test_the_current_secret_again_is_a_conflict(client, headers, webhook_id):
+    response = rotate(client, headers, f"{WEBHOOKS}/{webhook_id}", secret=SECRET)
+    assert assert_error(response, 409, "secret_unchanged")["message"].startswith(
+        "The new secret is the current one"
+    )
+    webhook = Webhook.get_by_id(webhook_id)
+    assert (webhook.secret, webhook.previous_secret) == (SECRET, None)
 
 
 def test_another_tenants_webhook_or_function_is_not_found(

@@ -4,7 +4,7 @@ from flask.views import MethodView
 
 from app.auth import current_tenant
 from app.errors import ErrorSchema
-from app.resources.common import NO_STORE, SecretRotationSchema, TenantBlueprint
+from app.resources.common import NO_STORE, SAME_SECRET, SecretRotationSchema, TenantBlueprint
 from app.resources.functions.schemas import (
     FunctionCreatedSchema,
     FunctionCreateSchema,
@@ -76,6 +76,7 @@ class FunctionsByName(MethodView):
 class FunctionSecretRotation(MethodView):
     @blp.arguments(SecretRotationSchema)
     @blp.response(200, FunctionSecretSchema)
+    @blp.alt_response(409, schema=ErrorSchema, description=SAME_SECRET)
     @blp.alt_response(404, response="NOT_FOUND")
     @blp.doc(operationId="rotateFunctionSecret")
     def post(self, fields, agent_id, name):

@@ -4,7 +4,7 @@ from flask.views import MethodView
 
 from app.auth import current_tenant
 from app.errors import ErrorSchema
-from app.resources.common import NO_STORE, SecretRotationSchema, TenantBlueprint
+from app.resources.common import NO_STORE, SAME_SECRET, SecretRotationSchema, TenantBlueprint
 from app.resources.events.payloads import CALLBACKS
 from app.resources.webhooks.schemas import (
     DeliveryListSchema,
@@ -105,6 +105,7 @@ class WebhookDeliveries(MethodView):
 class WebhookSecretRotation(MethodView):
     @blp.arguments(SecretRotationSchema)
     @blp.response(200, WebhookSecretSchema)
+    @blp.alt_response(409, schema=ErrorSchema, description=SAME_SECRET)
     @blp.alt_response(404, response="NOT_FOUND")
     @blp.doc(operationId="rotateWebhookSecret")
     def post(self, fields, webhook_id):
