@@ -53,6 +53,10 @@ test: install-dev lint
 		echo "make test needs Chromium for the browser tests (set CHROMIUM=/path/to/chromium to use another)."; \
 		echo "Install it: apt-get install chromium (Debian)"; \
 		exit 1; }
+	@command -v npm >/dev/null || { \
+		echo "make test needs npm for the TypeScript client test (tests/test_typescript_client.py)."; \
+		echo "Install it: apt-get install npm (Debian)"; \
+		exit 1; }
 	@for tool in curl jq; do command -v $$tool >/dev/null || { \
 		echo "make test needs $$tool for the README tour test (tests/test_readme_tour.py)."; \
 		echo "Install it: apt-get install $$tool (Debian)"; \
@@ -88,4 +92,4 @@ bench: install-dev
 	done
 
 clean:
-	rm -rf $(VENV) site .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) site .pytest_cache .ruff_cache .mypy_cache .hypothesis tests/typescript/node_modules

@@ -13,6 +13,7 @@ from app.encoding import OrjsonProvider
 from app.extensions import api
 from app.resources.guards import refuse_oversized_head
 from app.resources.idempotency import IdempotencyPlugin
+from app.resources.spec import SpecPlugin
 from app.util import new_id
 
 TRUE_WORDS = {"1", "true", "yes", "on"}
@@ -76,8 +77,12 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.before_request(auth.authenticate_request)
     ratelimit.init_app(app)
     app.before_request(auth.authorize_request)
-    # Documents Idempotency-Key on every POST of the tenant API.
-    api.init_app(app, spec_kwargs={"extra_plugins": [IdempotencyPlugin()]})
+    # Unions (the events) as oneOf with a discriminator; Idempotency-Key on every POST of the
+    # tenant API.
+    api.init_app(
+        app,
+        spec_kwargs={"marshmallow_plugin": SpecPlugin(), "extra_plugins": [IdempotencyPlugin()]},
+    )
     errors.init_app(app)
     queue.init_app(app)
 

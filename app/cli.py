@@ -361,6 +361,26 @@ def users_disable(email: str) -> None:
         click.echo(f"{user.email} was already disabled at {isoformat(user.disabled_at)}.")
 
 
+@users_cli.command("enable")
+@click.option("--email", required=True)
+@user_errors
+def users_enable(email: str) -> None:
+    """Enable a disabled user: they can sign in again, with the password they had."""
+    with database.atomic():
+        user, changed = user_service.enable(user=user_service.find_user(email))
+        if changed:
+            audit_cli(
+                tenant_id=user.tenant_id,
+                action="user.enabled",
+                target_id=user.id,
+                details={"email": user.email},
+            )
+    if changed:
+        click.echo(f"Enabled {user.email}: they can sign in again.")
+    else:
+        click.echo(f"{user.email} is not disabled.")
+
+
 def create_key_audited(
     *, tenant: Tenant, name: str, scope: str = "full", expires_in_days: int | None = None
 ) -> tuple[ApiKey, str]:

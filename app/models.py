@@ -1,6 +1,7 @@
 """All peewee models. Times are naive UTC; ids are prefixed random strings (app.util.new_id)."""
 
 import json
+from datetime import datetime
 from typing import Any
 
 import peewee as pw
@@ -177,6 +178,7 @@ class Call(BaseModel):
             (("tenant", "agent", "started_at", "id"), False),
             (("tenant", "phone_number", "started_at", "id"), False),
             (("tenant", "direction", "started_at", "id"), False),
+            (("tenant", "caller_number", "started_at", "id"), False),
         )
 
 
@@ -235,15 +237,41 @@ class Event(BaseModel):
         )
 
 
-class Webhook(BaseModel):
+class RotatedSecret:
+    """A secret with the one it replaced, which still signs beside it until its expiry (a
+    rotation's overlap, app.services.secrets): the models with previous_secret and
+    previous_secret_expires_at columns."""
+
+    previous_secret: Any
+    previous_secret_expires_at: Any
+
+    def previous_secret_in_use(self, now: datetime | None = None) -> str | None:
+        """The previous secret while its overlap lasts, else None."""
+        expires = self.previous_secret_expires_at
+        if self.previous_secret is None or expires is None or expires <= (now or utcnow()):
+            return None
+        return self.previous_secret
+
+    @property
+    def overlap_ends_at(self) -> datetime | None:
+        """When the previous secret stops signing, while it still does; else None."""
+        return self.previous_secret_expires_at if self.previous_secret_in_use() else None
+
+
+class Webhook(RotatedSecret, BaseModel):
     id = id_field()
     tenant = pw.ForeignKeyField(Tenant, backref="webhooks", on_delete="CASCADE")
     url = pw.CharField(max_length=2048)
     events = JSONField()
     secret = pw.CharField(max_length=256)
+    previous_secret = pw.CharField(max_length=256, null=True)  # see RotatedSecret
+    previous_secret_expires_at = pw.DateTimeField(null=True)
     is_active = pw.BooleanField(default=True)
     disabled_reason = pw.CharField(max_length=255, null=True)
     failing_since = pw.DateTimeField(null=True)  # first failure since the last success
+    # Failed attempts since the last success; the database has the default too, for rows
+    # written by code from before it (migration 012).
+    consecutive_failures = pw.IntegerField(default=0, constraints=[pw.SQL("DEFAULT 0")])
     created_at = pw.DateTimeField(default=utcnow)
     updated_at = pw.DateTimeField(default=utcnow)
 
@@ -291,7 +319,7 @@ class DeliveryAttempt(BaseModel):
         indexes = ((("delivery", "number"), False), (("attempted_at",), False))
 
 
-class Function(BaseModel):
+class Function(RotatedSecret, BaseModel):
     id = id_field()
     tenant = pw.ForeignKeyField(Tenant, on_delete="CASCADE")
     agent = pw.ForeignKeyField(Agent, backref="functions", on_delete="CASCADE")
@@ -301,6 +329,8 @@ class Function(BaseModel):
     method = pw.CharField(max_length=8, default="POST")
     parameters = JSONField()
     signing_secret = pw.CharField(max_length=256)
+    previous_secret = pw.CharField(max_length=256, null=True)  # see RotatedSecret
+    previous_secret_expires_at = pw.DateTimeField(null=True)
     # The endpoint's budget in live calls and tests (500–5000); the database has the default
     # too, for rows written by code from before it (migration 009).
     timeout_ms = pw.IntegerField(default=5000, constraints=[pw.SQL("DEFAULT 5000")])

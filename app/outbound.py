@@ -329,6 +329,17 @@ def sign(secret: str, payload: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), payload, hashlib.sha256).hexdigest()
 
 
+def signature_headers(secrets: list[str], payload: bytes) -> dict[str, str]:
+    """X-Service-Signature by the first (current) secret, and while a rotated one overlaps
+    (a second secret), X-Service-Signature-Previous by it: a receiver still on the old secret
+    checks that one. The first header keeps SPEC.md's one-signature form for every receiver."""
+    current, *previous = secrets
+    headers = {"X-Service-Signature": sign(current, payload)}
+    if previous:
+        headers["X-Service-Signature-Previous"] = sign(previous[0], payload)
+    return headers
+
+
 def user_agent() -> str:
     try:
         version = metadata.version("voice-agent-api")

@@ -16,3 +16,53 @@ def assert_error(response, status: int, code: str) -> dict:
     assert isinstance(error["message"], str) and error["message"]
     assert error["requestId"] == response.headers["X-Request-Id"]
     return error
+
+
+# A complete, correctly typed data object of each event, as the service sends it: tests that
+# write events directly start from these (the event log shows an event through its schema).
+EVENT_DATA = {
+    "call.started": {
+        "callId": "call_1",
+        "phoneNumberId": "pn_1",
+        "callerNumber": "+6281234567890",
+        "did": "+6221555010",
+    },
+    "call.answered": {
+        "callId": "call_1",
+        "agentId": "agent_1",
+        "startedAt": "2026-11-21T09:15:02.120Z",
+    },
+    "call.ended": {
+        "callId": "call_1",
+        "durationSeconds": 95,
+        "hangupReason": "normal",
+        "phoneNumberId": "pn_1",
+        "callerNumber": "+6281234567890",
+        "calleeNumber": "+6221555010",
+        "talkTimeSeconds": 80,
+        "hangupInitiator": "caller",
+        "aiCostIdr": 1200,
+        "recordingUrl": "https://recordings.example.com/call_1.wav",
+        "costBreakdown": {"llm": 700, "stt": 200, "tts": 200, "telephony": 100, "other": 0},
+    },
+    "call.transcript": {"callId": "call_1", "transcriptSummary": "Booked a check-up."},
+    "credits.low": {"balanceMinutes": 3, "threshold": 10},
+    "function.called": {
+        "callId": "call_1",
+        "functionName": "check_availability",
+        "parameters": {"date": "2026-11-23"},
+        "result": {"slots": ["10:00"]},
+    },
+    "webhook.test": {"webhookId": "wh_1", "message": "A test event from the Voice Agent API."},
+    "campaign.completed": {
+        "campaignId": "cmp_1",
+        "name": "Reminders",
+        "counts": {"total": 2, "pending": 0, "inProgress": 0, "completed": 1, "failed": 1},
+        "completedAt": "2026-11-21T17:00:00.000Z",
+    },
+}
+
+
+def event_data(type: str, **fields) -> dict:
+    """EVENT_DATA's object of the event type, with these fields changed."""
+    return {**EVENT_DATA[type], **fields}

@@ -108,6 +108,8 @@ WRITES = [
     ("POST", "/webhooks/{webhook}/test", None),
     ("POST", "/webhooks/deliveries/dlv_00000000000000000000/retry", None),
     ("POST", "/webhooks/{webhook}/replay", {"since": "2000-01-01T00:00:00Z"}),
+    ("POST", "/webhooks/{webhook}/rotate-secret", {}),
+    ("POST", "/agents/{agent}/functions/{fn}/rotate-secret", {}),
 ]
 
 

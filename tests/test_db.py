@@ -31,6 +31,9 @@ def test_migrations_create_every_table_from_empty(tmp_path):
         "008_idempotency_keys",
         "009_function_timeout",
         "010_call_limits_and_turns",
+        "011_secret_rotation",
+        "012_webhook_consecutive_failures",
+        "013_call_caller_number_index",
     ]
     tables = set(database.get_tables())
     assert {model._meta.table_name for model in ALL_MODELS} <= tables

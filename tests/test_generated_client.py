@@ -269,15 +269,23 @@ def run_events(sdk, client, webhook, call_id):
     models = sdk.models
     listing = operation("events", "list_events").sync_detailed(client=client, limit=1)
     first = parsed(listing, 200)
-    assert first.has_more is True and first.events[0].event == models.EventEvent.CALL_STARTED
+    assert first.has_more is True and isinstance(first.events[0], models.CallStartedEvent)
     rest = operation("events", "list_events").sync_detailed(
         client=client, after=first.next_after, types="call.answered,call.ended"
     )
     page = parsed(rest, 200)
     assert [event.event.value for event in page.events] == ["call.answered", "call.ended"]
-    assert page.has_more is False and page.events[1].data["callId"] == call_id
-    ended = page.events[1]
+    assert page.has_more is False
+    # Each event is its own model, and its data a typed model too.
+    answered, ended = page.events
+    assert isinstance(answered, models.CallAnsweredEvent) and answered.data.call_id == call_id
+    assert isinstance(ended, models.CallEndedEvent) and isinstance(ended.data, models.CallEndedData)
+    data = ended.data
+    assert (data.call_id, data.duration_seconds, data.talk_time_seconds) == (call_id, 95, 80)
+    assert (data.hangup_reason, data.hangup_initiator) == ("normal", "caller")
+    assert data.ai_cost_idr == 1200
     detail = parsed(operation("events", "get_event").sync_detailed(ended.id, client=client), 200)
+    assert isinstance(detail, models.CallEndedEventDetail)
     assert detail.timestamp == ended.timestamp and detail.data.to_dict() == ended.data.to_dict()
     (delivery,) = detail.deliveries
     assert delivery.webhook_id == webhook.id and delivery.status.value == "succeeded"

@@ -80,8 +80,10 @@ BODIES = {
     ("POST", "/api/v1/agents/<agent_id>/functions"): {**FUNCTION, "name": "other"},
     ("PATCH", "/api/v1/agents/<agent_id>/functions/<name>"): {"timeoutMs": 600},
     ("POST", "/api/v1/agents/<agent_id>/functions/<name>/test"): {"parameters": {}},
+    ("POST", "/api/v1/agents/<agent_id>/functions/<name>/rotate-secret"): {"overlapHours": 1},
     ("POST", "/api/v1/phone-numbers/<number_id>/assign-agent"): {"agentId": None},
     ("PATCH", "/api/v1/webhooks/<webhook_id>"): {"events": ["call.started", "call.ended"]},
+    ("POST", "/api/v1/webhooks/<webhook_id>/rotate-secret"): {"overlapHours": 1},
     # A range without events: a replay the owner makes sends nothing while the test looks.
     ("POST", "/api/v1/webhooks/<webhook_id>/replay"): {
         "since": "2000-01-01T00:00:00Z",
@@ -142,7 +144,7 @@ def test_other_tenant_gets_404_and_changes_nothing(
             owner = client.open(path, method=method, json=body, headers=headers)
             assert owner.status_code in (200, 201, 202), f"{method} {path}: {owner.status_code}"
         checked.append(f"{method} {rule.rule}")
-    assert len(checked) == 19, checked  # every tenant route and verb taking an id
+    assert len(checked) == 21, checked  # every tenant route and verb taking an id
 
 
 def test_lists_show_nothing_of_another_tenant(app, client, tenant, agent_id, other_headers):

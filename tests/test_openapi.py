@@ -303,6 +303,13 @@ def missing_fields(document, schema, body, where="") -> list[str]:
     """The required fields body lacks, at any depth, read literally as a generated client
     reads them (OpenAPI's validators forgive a missing required write-only field)."""
     schema = resolve(document, schema)
+    if "discriminator" in schema and isinstance(body, dict):  # the variant body names
+        discriminator = schema["discriminator"]
+        variant = discriminator["mapping"][body[discriminator["propertyName"]]]
+        return missing_fields(document, {"$ref": variant}, body, where)
+    if "allOf" in schema:  # a described reference: {"description", "allOf": [{"$ref"}]}
+        parts = schema["allOf"]
+        return [gap for part in parts for gap in missing_fields(document, part, body, where)]
     if isinstance(body, list) and "items" in schema:
         return [
             gap
@@ -442,8 +449,11 @@ def test_the_event_log_and_replay_document_their_answers(client):
     conflicts = resolve(document, replay["responses"]["409"])["description"]
     assert "webhook_disabled" in conflicts and "replay_backlog" in conflicts
     assert "replay_too_large" in resolve(document, replay["responses"]["422"])["description"]
-    event = document["components"]["schemas"]["Event"]
-    assert list(event["properties"]) == ["id", "event", "timestamp", "data"]
+    for union in ("Event", "EventDetail"):
+        variants = document["components"]["schemas"][union]["oneOf"]
+        for variant in variants:
+            properties = list(resolve(document, variant)["properties"])
+            assert properties[:4] == ["id", "event", "timestamp", "data"], variant
 
 
 UPDATES = [

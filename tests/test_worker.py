@@ -7,16 +7,19 @@ database.atomic(), as the services that cause them do.
 
 import base64
 import time
+from datetime import timedelta
 
 import pytest
 from rq import Queue
 from standardwebhooks.webhooks import Webhook as StandardWebhook
+from standardwebhooks.webhooks import WebhookVerificationError
 
-from app import queue
+from app import outbound, queue
 from app.db import database
 from app.models import Delivery, DeliveryAttempt, Webhook
 from app.services import events
-from app.util import new_id
+from app.services import webhooks as webhook_service
+from app.util import new_id, utcnow
 from tests.receiver import Answer, Receiver
 from tests.workers import (
     WEBHOOK_SECRET,
@@ -252,3 +255,47 @@ def test_redis_outage_during_a_burst_loses_nothing(app, tenant, workers, throwaw
         f"500 events through a Redis outage: {time.monotonic() - started:.1f}s "
         f"({emitted - started:.1f}s emitting)"
     )
+
+
+def standard_key(secret: str) -> str:
+    """A secret as the standardwebhooks library takes it: base64 of its bytes."""
+    return base64.b64encode(secret.encode()).decode()
+
+
+def test_a_rotated_secret_signs_beside_the_new_one_until_its_overlap_ends(tenant, workers):
+    """During the overlap each delivery verifies with either secret (standardwebhooks), the new
+    one's signature first; once the stored expiry has passed, only with the new one."""
+    with Receiver() as receiver:
+        webhook = register_webhook(tenant, receiver.url)
+        _, new = webhook_service.rotate_secret(
+            tenant=tenant, webhook_id=webhook.id, overlap_hours=1
+        )
+        workers.start()
+        webhook_service.send_test(tenant=tenant, webhook_id=webhook.id)
+        (during,) = receiver.wait_for(1, timeout=20)
+        # The overlap ends: its stored expiry moves into the past.
+        Webhook.update(previous_secret_expires_at=utcnow() - timedelta(seconds=1)).where(
+            Webhook.id == webhook.id
+        ).execute()
+        webhook_service.send_test(tenant=tenant, webhook_id=webhook.id)
+        after = receiver.wait_for(2, timeout=20)[1]
+    old_key, new_key = standard_key(WEBHOOK_SECRET), standard_key(new)
+    first, second = during.headers["webhook-signature"].split(" ")
+    for key in (new_key, old_key):
+        assert StandardWebhook(key).verify(during.body, during.headers)["event"] == "webhook.test"
+    assert StandardWebhook(new_key).verify(
+        during.body, {**during.headers, "webhook-signature": first}
+    )
+    assert StandardWebhook(old_key).verify(
+        during.body, {**during.headers, "webhook-signature": second}
+    )
+    assert during.headers["X-Service-Signature"] == outbound.sign(new, during.body)
+    assert during.headers["X-Service-Signature-Previous"] == outbound.sign(
+        WEBHOOK_SECRET, during.body
+    )
+    assert StandardWebhook(new_key).verify(after.body, after.headers)
+    with pytest.raises(WebhookVerificationError):
+        StandardWebhook(old_key).verify(after.body, after.headers)
+    assert " " not in after.headers["webhook-signature"]
+    assert after.headers["X-Service-Signature"] == outbound.sign(new, after.body)
+    assert "X-Service-Signature-Previous" not in after.headers

@@ -12,12 +12,15 @@ from typing import Any
 
 from flask import (
     Blueprint,
+    Response,
     abort,
     current_app,
     g,
+    make_response,
     redirect,
     render_template,
     request,
+    send_from_directory,
     session,
     url_for,
 )
@@ -27,6 +30,7 @@ from werkzeug.exceptions import HTTPException
 from app.errors import AppError
 from app.resources.guards import refuse_nul_characters
 from app.services import audit
+from app.services import secrets as secret_service
 from app.services import users as user_service
 from app.util import utcnow
 
@@ -127,6 +131,37 @@ SENT_FORMS_KEPT = 20
 ALREADY_SENT = "This form was sent already (the page was reloaded): nothing new was created."
 
 
+# The choices of a secret rotation's overlap (hours, label), and the one chosen unless changed.
+OVERLAPS = (
+    (1, "1 hour"),
+    (24, "24 hours"),
+    (72, "3 days"),
+    (168, "a week"),
+    (0, "no time: it stops at once"),
+)
+
+
+def rotation_page(*, title: str, question: str, action: str, cancel: str, back: str) -> str:
+    """The confirmation of a secret's rotation, with the choice of its overlap."""
+    return render_template(
+        "dashboard/rotate_secret.html",
+        title=title,
+        question=question,
+        action=action,
+        cancel=cancel,
+        back=back,
+        overlaps=OVERLAPS,
+        default_overlap=secret_service.DEFAULT_OVERLAP_HOURS,
+    )
+
+
+def secret_page(body: str, status: int = 200) -> Response:
+    """A page that shows a secret once: kept by no cache."""
+    response = make_response(body, status)
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
 def new_form_id() -> str:
     return secrets.token_urlsafe(16)
 
@@ -147,8 +182,8 @@ def can_change() -> bool:
     return user is not None and user.role in user_service.CAN_CHANGE
 
 
-# The main menu: every page that exists, in this order; Settings → Team and Audit log are
-# for owners only.
+# The main menu: every page that exists, in this order; Team, Audit log and Settings are for
+# owners only.
 NAVIGATION = (
     ("dashboard.overview", "Overview"),
     ("dashboard.calls", "Calls"),
@@ -160,8 +195,9 @@ NAVIGATION = (
     ("dashboard.api_keys", "API keys"),
     ("dashboard.team", "Team"),
     ("dashboard.audit_log", "Audit log"),
+    ("dashboard.tenant_settings", "Settings"),
 )
-OWNER_PAGES = {"dashboard.team", "dashboard.audit_log"}
+OWNER_PAGES = {"dashboard.team", "dashboard.audit_log", "dashboard.tenant_settings"}
 
 
 def navigation() -> list[tuple[str, str]]:
@@ -212,6 +248,14 @@ def front_page():
     return redirect(url_for("dashboard.overview"))
 
 
+def favicon() -> Response:
+    """The icon browsers ask every site for (/favicon.ico), the dashboard's pages link it."""
+    assert bp.static_folder is not None
+    return send_from_directory(
+        bp.static_folder, "favicon.ico", mimetype="image/vnd.microsoft.icon", max_age=24 * 3600
+    )
+
+
 @bp.errorhandler(Exception)
 def unexpected_error(error: Exception):
     log.exception("unhandled error", exc_info=error)
@@ -239,3 +283,4 @@ def init_app(app) -> None:
 
     app.register_blueprint(bp)
     app.add_url_rule("/", "front_page", front_page)
+    app.add_url_rule("/favicon.ico", "favicon", favicon)

@@ -8,7 +8,15 @@ from typing import Any
 from flask import flash, g, redirect, render_template, request, url_for
 from werkzeug.datastructures import MultiDict
 
-from app.dashboard import ALREADY_SENT, bp, first_sending, record_change, require_change
+from app.dashboard import (
+    ALREADY_SENT,
+    bp,
+    first_sending,
+    record_change,
+    require_change,
+    rotation_page,
+    secret_page,
+)
 from app.dashboard.formdata import Errors, as_form, changed, load_form
 from app.db import database
 from app.errors import Conflict, ValidationFailed
@@ -19,6 +27,7 @@ from app.resources.agents.schemas import (
     AgentSchema,
     AgentUpdateSchema,
 )
+from app.resources.common import SecretRotationSchema
 from app.resources.functions.schemas import (
     METHODS,
     FunctionCreateSchema,
@@ -30,6 +39,7 @@ from app.services import agents as agent_service
 from app.services import function_calls
 from app.services import functions as function_service
 from app.services import phone_numbers as number_service
+from app.util import isoformat
 
 # The agent form: every writable field of the API.
 FORM_FIELDS = tuple(AgentCreateSchema().load_fields)
@@ -39,6 +49,9 @@ NEW_FUNCTION = MultiDict(
         "parameters": '{\n  "type": "object",\n  "properties": {},\n  "required": []\n}',
         "timeoutMs": str(function_service.DEFAULT_TIMEOUT_MS),
     }
+)
+ROTATED_ALREADY = (
+    "This form was sent already (the page was reloaded): the secret was not rotated again."
 )
 # The function form: every field the API lets a PATCH change.
 FUNCTION_FORM_FIELDS = tuple(FunctionUpdateSchema().load_fields)
@@ -160,7 +173,8 @@ def new_function(agent_id: str):
         flash(ALREADY_SENT, "info")
         return redirect(url_for("dashboard.agent", agent_id=agent.id))
     # The signing secret is generated, as when the API is sent none.
-    fields, errors = load_form(FunctionCreateSchema(exclude=("secret",)), request.form)
+    schema = FunctionCreateSchema(exclude=("secret",))
+    fields, errors = load_form(schema, request.form, urls_at=("endpoint",))
     status = 422
     if not errors:
         try:
@@ -176,7 +190,7 @@ def new_function(agent_id: str):
             # no write transaction waits on a DNS answer.
             record_change("function.created", function.id, agentId=agent.id)
             # Rendered, never flashed: the session cookie is signed, not encrypted.
-            return _agent_page(agent, created=function), 201
+            return secret_page(_agent_page(agent, created=function), 201)
     return _agent_page(agent, function_values=request.form, function_errors=errors), status
 
 
@@ -212,7 +226,7 @@ def function_settings(agent_id: str, name: str):
     agent, function = _function_of(agent_id, name)
     if request.method == "GET":
         return _function_page(agent, function)
-    fields, errors = load_form(FunctionUpdateSchema(), request.form)
+    fields, errors = load_form(FunctionUpdateSchema(), request.form, urls_at=("endpoint",))
     changes = changed(function, fields)
     if not errors and changes:
         try:
@@ -234,12 +248,52 @@ def function_settings(agent_id: str, name: str):
     return redirect(url_for("dashboard.function_settings", agent_id=agent.id, name=function.name))
 
 
+@bp.route("/agents/<agent_id>/functions/<name>/rotate-secret", methods=["GET", "POST"])
+def rotate_function_secret(agent_id: str, name: str):
+    """GET asks for confirmation and the overlap; POST rotates and shows the new secret once."""
+    require_change()
+    agent, function = _function_of(agent_id, name)
+    here = url_for("dashboard.function_settings", agent_id=agent.id, name=function.name)
+    if request.method == "GET":
+        return rotation_page(
+            title=f"Rotate the signing secret of {function.name}",
+            question=f"Give the function {function.name} a new signing secret? Its requests "
+            "are signed with the new one from now on (X-Service-Signature), and with the old "
+            "one beside it (X-Service-Signature-Previous) for the time you choose.",
+            action=url_for("dashboard.rotate_function_secret", agent_id=agent.id, name=name),
+            cancel=here,
+            back=f"Function {function.name}",
+        )
+    if not first_sending():
+        flash(ROTATED_ALREADY, "info")
+        return redirect(here)
+    fields, errors = load_form(SecretRotationSchema(only=("overlap_hours",)), request.form)
+    if errors:
+        raise ValidationFailed("Choose how long the old secret keeps signing.", details=errors)
+    with database.atomic():
+        function, secret = function_service.rotate_secret(
+            tenant=g.tenant,
+            agent_id=agent.id,
+            name=function.name,
+            overlap_hours=fields["overlap_hours"],
+        )
+        record_change(
+            "function.secret_rotated",
+            function.id,
+            agentId=agent.id,
+            overlapHours=fields["overlap_hours"],
+            previousSecretExpiresAt=isoformat(function.overlap_ends_at),
+        )
+    return secret_page(_function_page(agent, function, rotated=secret))
+
+
 def _function_page(
     agent: Agent,
     function: Function,
     *,
     values: MultiDict | None = None,
     errors: Errors | None = None,
+    rotated: str | None = None,
 ) -> str:
     if values is None:
         values = as_form(FunctionSchema(only=FUNCTION_FORM_FIELDS).dump(function))
@@ -250,6 +304,7 @@ def _function_page(
         values=values,
         errors=errors or {},
         methods=METHODS,
+        rotated=rotated,
     )
 
 

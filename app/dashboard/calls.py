@@ -21,7 +21,7 @@ COST_LABELS = {
     "telephony": "Telephony",
     "other": "Other",
 }
-FILTERS = ("status", "from", "to", "agentId", "phoneNumberId", "direction")
+FILTERS = ("status", "from", "to", "agentId", "phoneNumberId", "direction", "callerNumber")
 
 
 @bp.route("/calls")
@@ -50,10 +50,12 @@ def calls():
 def call(call_id):
     found = call_service.get_call(tenant=g.tenant, call_id=call_id)
     agents = {agent.id: agent.name for agent in agent_service.list_agents(tenant=g.tenant)}
+    numbers = {number.id: number for number in number_service.list_numbers(tenant=g.tenant)}
     return render_template(
         "dashboard/calls/detail.html",
         call=found,
         agent_name=agents.get(found.agent_id),
+        number=numbers.get(found.phone_number_id),
         turns=call_service.get_transcript(tenant=g.tenant, call_id=found.id).turns,
         cost_labels=COST_LABELS,
         events=event_service.for_call(tenant=g.tenant, call_id=found.id),

@@ -31,6 +31,21 @@ def as_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
 
 
+@bp.app_template_filter("shown")
+def shown(value: Any) -> str:
+    """A stored value (an audit entry's detail, say) as a person reads it: a dash for nothing,
+    yes or no, a list's items separated by commas, an object as JSON; never Python's None."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | tuple):
+        return ", ".join(shown(item) for item in value) or "—"
+    if isinstance(value, dict):
+        return as_json(value)
+    return str(value)
+
+
 @bp.app_template_filter("as_json_block")
 def as_json_block(value: Any) -> str:
     """A JSON value as indented text, for a <pre> (the template escapes it)."""

@@ -1,8 +1,8 @@
 """The dashboard's forms (Flask-WTF: fields, their validation and the CSRF token)."""
 
 from flask_wtf import FlaskForm
-from wtforms import EmailField, PasswordField, SelectChoice, SelectField, StringField
-from wtforms.validators import DataRequired, Length, Regexp
+from wtforms import EmailField, IntegerField, PasswordField, SelectChoice, SelectField, StringField
+from wtforms.validators import DataRequired, InputRequired, Length, NumberRange, Regexp
 
 from app.resources.guards import NUL_MESSAGE
 from app.services import users as user_service
@@ -53,3 +53,17 @@ class AddUserForm(FlaskForm):
 
 class RoleForm(FlaskForm):
     role = SelectField("Role", choices=ROLE_CHOICES)
+
+
+# The largest threshold the database's integer column holds.
+MAX_THRESHOLD = 2**31 - 1
+
+
+class ThresholdForm(FlaskForm):
+    minutes = IntegerField(
+        "Low-balance threshold (minutes)",
+        validators=[
+            InputRequired("Enter a number of minutes, 0 or more."),
+            NumberRange(0, MAX_THRESHOLD, "Enter a whole number of minutes, 0 or more."),
+        ],
+    )

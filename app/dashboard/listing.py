@@ -6,6 +6,7 @@ from typing import Any
 import marshmallow as ma
 from flask import request, url_for
 
+from app.dashboard.formdata import flatten
 from app.services.pages import Page
 
 PAGE_SIZE = 50
@@ -32,8 +33,7 @@ def read_query(schema: ma.Schema, names: tuple[str, ...]) -> Query:
     try:
         args = schema.load(given)
     except ma.ValidationError as error:
-        messages = error.messages if isinstance(error.messages, dict) else {"": error.messages}
-        return Query(values=values, errors={name: list(text) for name, text in messages.items()})
+        return Query(values=values, errors=flatten(error.messages))
     return Query(values=values, args={**args, "limit": PAGE_SIZE})
 
 

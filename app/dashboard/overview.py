@@ -17,6 +17,7 @@ def overview():
     totals = call_service.daily_totals(tenant=g.tenant, days=DAYS)
     calls = sum(total.calls for total in totals)
     answered = sum(total.answered for total in totals)
+    failing = webhook_service.failing_webhooks(tenant=g.tenant)
     return render_template(
         "dashboard/overview.html",
         tenant=tenant,
@@ -24,5 +25,6 @@ def overview():
         chart=daily_chart(totals),
         answered_share=answered / calls if calls else None,
         answered=answered,
-        failing=webhook_service.failing_webhooks(tenant=g.tenant),
+        failing=failing,
+        healths=webhook_service.health(webhooks=failing),
     )

@@ -1,4 +1,5 @@
-"""Settings: API keys (create, shown once; revoke), Team (owners) and the Audit log (owners)."""
+"""Settings: API keys (create, shown once; revoke), and for owners Team, the Audit log and the
+tenant's Settings (its low-balance threshold)."""
 
 from flask import (
     abort,
@@ -12,15 +13,43 @@ from flask import (
 )
 
 from app.dashboard import ALREADY_SENT, bp, first_sending, owner_only, record_change
-from app.dashboard.forms import AddUserForm, CreateKeyForm, RoleForm
+from app.dashboard.forms import AddUserForm, CreateKeyForm, RoleForm, ThresholdForm
 from app.dashboard.listing import page_links, read_query
 from app.db import database
 from app.resources.common import PageArgsSchema
-from app.services import audit
+from app.services import audit, billing
 from app.services import keys as key_service
+from app.services import tenants as tenant_service
 from app.services import users as user_service
 
 PAGE_ARGS = PageArgsSchema()
+
+
+@bp.route("/settings", methods=["GET", "POST"])
+@owner_only
+def tenant_settings():
+    """The tenant's plan, and the low-balance threshold below which credits.low fires."""
+    tenant = billing.get_balance(tenant=g.tenant)
+    form = ThresholdForm(minutes=tenant.low_balance_threshold)
+    if form.validate_on_submit():
+        minutes = form.minutes.data
+        if minutes != tenant.low_balance_threshold:
+            with database.atomic():
+                tenant_service.set_threshold(tenant=tenant, minutes=minutes)
+                record_change("tenant.threshold_changed", tenant.id, minutes=minutes)
+            flash(
+                f"credits.low now fires when the balance falls below {minutes} minutes.", "success"
+            )
+        else:
+            flash("Nothing to save: the threshold is unchanged.", "info")
+        return redirect(url_for("dashboard.tenant_settings"))
+    status = 422 if request.method == "POST" else 200
+    return render_template(
+        "dashboard/settings/tenant.html",
+        tenant=tenant,
+        form=form,
+        rate_limit=tenant_service.rate_limit_of(tenant),
+    ), status
 
 
 @bp.route("/settings/api-keys", methods=["GET", "POST"])
@@ -137,6 +166,19 @@ def disable_user(user_id: str):
         if changed:
             record_change("user.disabled", user.id, email=user.email)
     flash(f"{user.email} is disabled and signed out.", "success")
+    return redirect(url_for("dashboard.team"))
+
+
+@bp.route("/settings/team/<user_id>/enable", methods=["POST"])
+@owner_only
+def enable_user(user_id: str):
+    """Let a disabled user sign in again."""
+    user = user_service.get_user(tenant=g.tenant, user_id=user_id)
+    with database.atomic():
+        user, changed = user_service.enable(user=user)
+        if changed:
+            record_change("user.enabled", user.id, email=user.email)
+    flash(f"{user.email} can sign in again, as {user.role}.", "success")
     return redirect(url_for("dashboard.team"))
 
 

@@ -8,11 +8,20 @@ from flask import flash, g, redirect, render_template, request, url_for
 from marshmallow import ValidationError
 from werkzeug.datastructures import MultiDict
 
-from app.dashboard import ALREADY_SENT, bp, first_sending, record_change, require_change
+from app.dashboard import (
+    ALREADY_SENT,
+    bp,
+    first_sending,
+    record_change,
+    require_change,
+    rotation_page,
+    secret_page,
+)
 from app.dashboard.formdata import Errors, as_form, changed, flatten, load_form
 from app.db import database
 from app.errors import Conflict, ValidationFailed
 from app.models import Webhook
+from app.resources.common import SecretRotationSchema
 from app.resources.webhooks.schemas import (
     DeliveryQueryArgsSchema,
     ReplayRequestSchema,
@@ -27,20 +36,27 @@ from app.services.events import EVENT_TYPES
 from app.services.pages import COUNT_LIMIT
 from app.util import isoformat, utcnow
 
+ROTATED_ALREADY = (
+    "This form was sent already (the page was reloaded): the secret was not rotated again."
+)
 LOG_PAGE_SIZE = 20
 LOG_ARGS = ("limit", "offset", "status")
 # What the edit form changes; the secret is set once, at creation (or through the API).
 EDIT_FIELDS = ("url", "events", "is_active")
-# The replay form's fields: times as a datetime-local input sends them (UTC), until optional.
+# The replay form's fields: UTC times typed as text (a browser's date picker would show them in
+# the browser's own format and zone, beside a label saying UTC), until optional.
 REPLAY_FIELDS = ("since", "until")
 REPLAY_SINCE = timedelta(days=1)  # the since the form offers: a day ago
-MINUTES = "%Y-%m-%dT%H:%M"
+MINUTES = "%Y-%m-%d %H:%M"
 
 
 @bp.route("/webhooks")
 def webhooks():
+    webhooks = webhook_service.list_webhooks(tenant=g.tenant)
     return render_template(
-        "dashboard/webhooks/list.html", webhooks=webhook_service.list_webhooks(tenant=g.tenant)
+        "dashboard/webhooks/list.html",
+        webhooks=webhooks,
+        healths=webhook_service.health(webhooks=webhooks),
     )
 
 
@@ -52,7 +68,7 @@ def new_webhook():
     if not first_sending():
         flash(ALREADY_SENT, "info")
         return redirect(url_for("dashboard.webhooks"))
-    fields, errors = load_form(WebhookCreateSchema(), request.form)
+    fields, errors = load_form(WebhookCreateSchema(), request.form, urls_at=("url",))
     if not errors:
         try:
             webhook = webhook_service.create_webhook(tenant=g.tenant, **fields)
@@ -63,7 +79,7 @@ def new_webhook():
             # write transaction waits on a DNS answer (so too when saving the form).
             record_change("webhook.created", webhook.id)
             # Rendered, never flashed: the session cookie is signed, not encrypted.
-            return _webhook_page(webhook, secret=fields["secret"]), 201
+            return secret_page(_webhook_page(webhook, secret=fields["secret"]), 201)
     return _new_webhook_page(request.form, errors), 422
 
 
@@ -82,7 +98,8 @@ def webhook(webhook_id: str):
     webhook = webhook_service.get_webhook(tenant=g.tenant, webhook_id=webhook_id)
     if request.method == "GET":
         return _webhook_page(webhook)
-    fields, errors = load_form(WebhookUpdateSchema(partial=True, only=EDIT_FIELDS), request.form)
+    schema = WebhookUpdateSchema(partial=True, only=EDIT_FIELDS)
+    fields, errors = load_form(schema, request.form, urls_at=("url",))
     if not errors:
         changes = changed(webhook, fields)
         try:
@@ -106,6 +123,7 @@ def _webhook_page(
     values: MultiDict | None = None,
     errors: Errors | None = None,
     secret: str | None = None,
+    rotated: str | None = None,
     replay_values: MultiDict | None = None,
     replay_errors: Errors | None = None,
 ) -> str:
@@ -116,6 +134,7 @@ def _webhook_page(
     return render_template(
         "dashboard/webhooks/webhook.html",
         webhook=webhook,
+        health=webhook_service.health(webhooks=[webhook])[webhook.id],
         values=values if values is not None else as_form(WebhookSchema().dump(webhook)),
         errors=errors or {},
         replay_values=replay_values,
@@ -123,6 +142,7 @@ def _webhook_page(
         replay_limit=webhook_service.REPLAY_LIMIT,
         event_types=EVENT_TYPES,
         secret=secret,
+        rotated=rotated,
         log=delivery_service.list_deliveries(webhook=webhook, **log_args),
         log_status=log_args.get("status", ""),
         statuses=STATUSES,
@@ -142,6 +162,41 @@ def _log_args() -> dict[str, Any]:
             + " ".join(f"{key}: {' '.join(messages)}" for key, messages in details.items()),
             details=details,
         ) from None
+
+
+@bp.route("/webhooks/<webhook_id>/rotate-secret", methods=["GET", "POST"])
+def rotate_webhook_secret(webhook_id: str):
+    """GET asks for confirmation and the overlap; POST rotates and shows the new secret once."""
+    require_change()
+    webhook = webhook_service.get_webhook(tenant=g.tenant, webhook_id=webhook_id)
+    here = url_for("dashboard.webhook", webhook_id=webhook.id)
+    if request.method == "GET":
+        return rotation_page(
+            title="Rotate the webhook's secret",
+            question=f"Give the webhook to {webhook.url} a new secret? Its deliveries are "
+            "signed with the new one from now on, and with the old one beside it for the "
+            "time you choose.",
+            action=url_for("dashboard.rotate_webhook_secret", webhook_id=webhook.id),
+            cancel=here,
+            back="Webhook",
+        )
+    if not first_sending():
+        flash(ROTATED_ALREADY, "info")
+        return redirect(here)
+    fields, errors = load_form(SecretRotationSchema(only=("overlap_hours",)), request.form)
+    if errors:
+        raise ValidationFailed("Choose how long the old secret keeps signing.", details=errors)
+    with database.atomic():
+        webhook, secret = webhook_service.rotate_secret(
+            tenant=g.tenant, webhook_id=webhook.id, overlap_hours=fields["overlap_hours"]
+        )
+        record_change(
+            "webhook.secret_rotated",
+            webhook.id,
+            overlapHours=fields["overlap_hours"],
+            previousSecretExpiresAt=isoformat(webhook.overlap_ends_at),
+        )
+    return secret_page(_webhook_page(webhook, rotated=secret))
 
 
 @bp.route("/webhooks/<webhook_id>/disable", methods=["POST"])

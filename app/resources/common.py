@@ -9,8 +9,9 @@ from flask_smorest import Blueprint
 from app.auth import READ_METHODS, require_api_key, require_runtime_token, require_scope
 from app.errors import AppError
 from app.resources import idempotency
-from app.resources.fields import MAX_INT32
+from app.resources.fields import MAX_INT32, StrictInteger, Timestamp
 from app.resources.guards import ArgumentsParser, refuse_nul_characters
+from app.services import secrets
 from app.services.pages import COUNT_LIMIT
 from app.util import camelcase
 
@@ -175,4 +176,46 @@ class PaginationSchema(Schema):
     has_more = ma.fields.Boolean(
         required=True,
         metadata={"description": "Whether records exist after this page (always exact)."},
+    )
+
+
+# The answer that shows a new secret must not be kept by any cache on the way.
+NO_STORE = {"Cache-Control": "no-store"}
+SAME_SECRET = "The secret given is the current one; error code secret_unchanged."
+
+
+class SecretRotationSchema(Schema):
+    """Body of POST …/rotate-secret (a webhook's or a function's): both fields optional."""
+
+    secret = ma.fields.String(
+        load_only=True,
+        validate=ma.validate.Length(secrets.MIN_LENGTH, secrets.MAX_LENGTH),
+        metadata={
+            "description": f"The new secret ({secrets.MIN_LENGTH}–{secrets.MAX_LENGTH} "
+            "characters, not the current one); generated when absent. Either way it is shown "
+            "once, in the answer."
+        },
+    )
+    overlap_hours = StrictInteger(
+        load_default=secrets.DEFAULT_OVERLAP_HOURS,
+        validate=ma.validate.Range(0, secrets.MAX_OVERLAP_HOURS),
+        metadata={
+            "description": "How long the current secret keeps signing beside the new one, "
+            f"in hours: 0 to {secrets.MAX_OVERLAP_HOURS} (a week), default "
+            f"{secrets.DEFAULT_OVERLAP_HOURS}; 0 ends it at once. A rotation during an "
+            "overlap ends the older secret."
+        },
+    )
+
+
+def previous_secret_expires_at() -> ma.fields.Field:
+    """When the secret a rotation replaced stops signing, or null (a response field)."""
+    return Timestamp(
+        attribute="overlap_ends_at",
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "While a rotated secret overlaps: when the previous secret stops "
+            "signing (it signs beside the new one until then); null otherwise."
+        },
     )

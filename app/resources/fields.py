@@ -1,5 +1,6 @@
 """Custom marshmallow fields of the API: timestamps, strict types, receiver URLs."""
 
+import re
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -107,3 +108,24 @@ class DateOrTimestamp(fields.String):
         if moment.tzinfo is not None:
             moment = moment.astimezone(UTC).replace(tzinfo=None)
         return moment
+
+
+class PhoneNumberQuery(fields.String):
+    """A phone number to search for in international format, or the start of one followed by
+    *: loaded with its leading + (which an unencoded query string turns into a space)."""
+
+    PATTERN = r"^\+?[0-9]{1,15}\*?$"
+    default_error_messages = {
+        "invalid_number": "A number in international format (+6281234567890), or its first "
+        "digits followed by * (+62812*)."
+    }
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("metadata", {})["pattern"] = self.PATTERN
+        super().__init__(**kwargs)
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> str:
+        text = super()._deserialize(value, attr, data, **kwargs).strip()
+        if not re.match(self.PATTERN, text):
+            raise self.make_error("invalid_number")
+        return text if text.startswith("+") else "+" + text

@@ -694,6 +694,20 @@ LIST_COLUMNS = (
 )
 
 
+def _caller_condition(number: str) -> pw.Expression:
+    """Calls from number, or with a trailing *, from numbers that start with the rest: a range
+    from the prefix to the next prefix of the same length, which an index answers (LIKE would
+    not, with SQLite's case-insensitive LIKE or PostgreSQL's collations)."""
+    if not number.endswith("*"):
+        return Call.caller_number == number
+    prefix = number[:-1]
+    stem = prefix.rstrip("9")  # +6289* ends before +629; +99* has no end among numbers
+    condition = Call.caller_number >= prefix
+    if stem and stem[-1].isdigit():
+        condition &= Call.caller_number < stem[:-1] + str(int(stem[-1]) + 1)
+    return condition
+
+
 def list_calls(
     *,
     tenant: Tenant,
@@ -705,9 +719,11 @@ def list_calls(
     agent_id: str | None = None,
     phone_number_id: str | None = None,
     direction: str | None = None,
+    caller_number: str | None = None,
 ) -> Page:
     """Calls newest first, as dicts of CallSchema's fields. Unfiltered, total is the
-    maintained count; filtered, it is bounded.
+    maintained count; filtered, it is bounded. caller_number: a number, or the start of
+    numbers followed by * (a range of the (tenant, caller_number) index).
 
     Every combination of filters with the tenant leads an index of the call table.
     """
@@ -717,6 +733,7 @@ def list_calls(
         (agent_id, Call.agent == agent_id),
         (phone_number_id, Call.phone_number == phone_number_id),
         (direction, Call.direction == direction),
+        (caller_number, caller_number and _caller_condition(caller_number)),
         (from_, Call.started_at >= from_),
         (to, Call.started_at < to),
     ]

@@ -66,17 +66,30 @@ def event_body(event: Event) -> bytes:
 
 
 def request_headers(
-    *, secret: str, event_id: str, delivery_id: str, attempt: int, body: bytes, timestamp: int
+    *,
+    secret: str,
+    event_id: str,
+    delivery_id: str,
+    attempt: int,
+    body: bytes,
+    timestamp: int,
+    previous_secret: str | None = None,
 ) -> dict[str, str]:
+    """An attempt's headers. While a rotated secret overlaps (previous_secret), webhook-signature
+    holds a signature by each secret, the new one's first, as Standard Webhooks allows, and
+    X-Service-Signature-Previous the old one's; X-Service-Signature is the new one's."""
+    keys = [secret, *([previous_secret] if previous_secret else [])]
     return {
         "Content-Type": "application/json",
-        "X-Service-Signature": outbound.sign(secret, body),
+        **outbound.signature_headers(keys, body),
         "X-Service-Event-Id": event_id,
         "X-Service-Delivery-Id": delivery_id,
         "X-Service-Attempt": str(attempt),
         "webhook-id": event_id,
         "webhook-timestamp": str(timestamp),
-        "webhook-signature": sign_standard(secret, event_id, timestamp, body),
+        "webhook-signature": " ".join(
+            sign_standard(key, event_id, timestamp, body) for key in keys
+        ),
     }
 
 
@@ -181,6 +194,8 @@ def deliver(*, delivery_id: str) -> str | None:
             Webhook.id,
             Webhook.url,
             Webhook.secret,
+            Webhook.previous_secret,
+            Webhook.previous_secret_expires_at,
             Webhook.is_active,
             Webhook.failing_since,
         )
@@ -220,6 +235,7 @@ def send(delivery: Delivery) -> Sent:
             attempt=delivery.attempts + 1,
             body=body,
             timestamp=int(time.time()),
+            previous_secret=delivery.webhook.previous_secret_in_use(),
         )
         response = outbound.sender(bool(config["ALLOW_PRIVATE_URLS"])).send(
             "POST",
@@ -260,7 +276,7 @@ def record(delivery: Delivery, lease_until: datetime, sent: Sent) -> str | None:
     with database.atomic():
         if sent.error is None:
             if delivery.webhook.failing_since is not None:  # a success ends a run of failures
-                Webhook.update(failing_since=None).where(
+                Webhook.update(failing_since=None, consecutive_failures=0).where(
                     (Webhook.id == delivery.webhook_id) & Webhook.failing_since.is_null(False)
                 ).execute()
             # A success is written whoever holds the lease now: the receiver has it.
@@ -303,9 +319,10 @@ def _failure(delivery: Delivery, sent: Sent, *, now: datetime) -> tuple[str, dat
     """What a failed attempt leads to: its status and next attempt time. A 410, or failures
     for DISABLE_AFTER in a row, turn the webhook off."""
     webhook_id, status_code = delivery.webhook_id, sent.status_code
-    Webhook.update(failing_since=now).where(
-        (Webhook.id == webhook_id) & Webhook.failing_since.is_null()
-    ).execute()
+    Webhook.update(
+        failing_since=pw.fn.COALESCE(Webhook.failing_since, now),
+        consecutive_failures=Webhook.consecutive_failures + 1,
+    ).where(Webhook.id == webhook_id).execute()
     webhook = Webhook.get_by_id(webhook_id)
     if status_code == 410:
         disable(webhook, reason="The receiver answered 410 Gone.")

@@ -272,7 +272,8 @@ def signed_request(
     """URL, body and headers of the request to the tenant's endpoint.
 
     POST, PUT and PATCH send the JSON body and sign it; GET and DELETE send the values as
-    query parameters (JSON-encoded when not strings) and sign the raw query string.
+    query parameters (JSON-encoded when not strings) and sign the raw query string. While a
+    rotated secret overlaps, X-Service-Signature-Previous is signed by the old one.
     """
     payload = {
         "callId": invocation.call_id,
@@ -280,15 +281,17 @@ def signed_request(
         "parameters": invocation.parameters,
     }
     headers = {"Content-Type": "application/json"}
+    previous = function.previous_secret_in_use()  # while a rotated secret overlaps
+    keys = [function.signing_secret, *([previous] if previous else [])]
     if function.method in BODY_METHODS:
         body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
-        headers["X-Service-Signature"] = outbound.sign(function.signing_secret, body)
+        headers.update(outbound.signature_headers(keys, body))
         return function.endpoint, body, headers
     values = {"callId": invocation.call_id, "functionName": invocation.function_name}
     for name, value in invocation.parameters.items():
         values[name] = value if isinstance(value, str) else json.dumps(value)
     query = urlencode(values)
-    headers["X-Service-Signature"] = outbound.sign(function.signing_secret, query.encode())
+    headers.update(outbound.signature_headers(keys, query.encode()))
     separator = "&" if "?" in function.endpoint else "?"
     return f"{function.endpoint}{separator}{query}", None, headers
 

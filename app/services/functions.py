@@ -1,6 +1,5 @@
 """Agent functions: definitions the AI may call mid-call, and the rules their arguments obey."""
 
-import secrets
 from typing import Any, cast
 
 from peewee import fn
@@ -10,12 +9,14 @@ from app.db import database
 from app.errors import Conflict, NotFound
 from app.models import Agent, Function, Tenant
 from app.services import agents as agent_service
+from app.services import secrets
 from app.util import new_id, utcnow
 
 # A function's timeoutMs: what its endpoint gets of a live call's or a test's time.
 MIN_TIMEOUT_MS = 500
 MAX_TIMEOUT_MS = 5000
 DEFAULT_TIMEOUT_MS = 5000
+SECRET_PREFIX = "fsec_"  # of a generated signing secret
 
 JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -65,7 +66,7 @@ def create_function(
             id=new_id("fn"),
             tenant=tenant,
             agent=agent,
-            signing_secret=secret or "fsec_" + secrets.token_urlsafe(32),
+            signing_secret=secret or secrets.generate(SECRET_PREFIX),
             **fields,
         )
 
@@ -82,6 +83,30 @@ def update_function(*, tenant: Tenant, agent_id: str, name: str, **fields: Any) 
         function.updated_at = utcnow()
         function.save()
     return function
+
+
+def rotate_secret(
+    *,
+    tenant: Tenant,
+    agent_id: str,
+    name: str,
+    secret: str | None = None,
+    overlap_hours: int = secrets.DEFAULT_OVERLAP_HOURS,
+) -> tuple[Function, str]:
+    """Give the function a new signing secret (the one given, or a generated fsec_…): its
+    requests are signed with it at once, and with the current one beside it until the overlap
+    ends. The function and its new secret."""
+    with database.atomic():
+        agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
+        function = get_function(agent=agent, name=name)
+        new = secret or secrets.generate(SECRET_PREFIX)
+        now = utcnow()
+        secrets.rotate(
+            function, field="signing_secret", secret=new, overlap_hours=overlap_hours, now=now
+        )
+        function.updated_at = now
+        function.save()
+    return function, new
 
 
 def delete_function(*, tenant: Tenant, agent_id: str, name: str) -> None:

@@ -127,6 +127,17 @@ def set_role(*, user: User, role: str) -> User:
     return User.get_by_id(user.id)
 
 
+def enable(*, user: User) -> tuple[User, bool]:
+    """Let a disabled user sign in again, with the password they had; whether this call
+    enabled them. Sessions ended by the disabling stay ended."""
+    changed = (
+        User.update(disabled_at=None)
+        .where((User.id == user.id) & User.disabled_at.is_null(False))
+        .execute()
+    )
+    return User.get_by_id(user.id), bool(changed)
+
+
 def disable(*, user: User) -> tuple[User, bool]:
     """Disable the user and end their sessions; whether this call disabled them."""
     changed = (

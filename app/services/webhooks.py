@@ -1,7 +1,7 @@
 """Webhooks: a tenant's receiver URLs, the events each subscribes to, test events and
 replays of the event log."""
 
-import secrets
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -9,7 +9,7 @@ from app import outbound
 from app.db import database, is_sqlite
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Delivery, Tenant, Webhook
-from app.services import deliveries
+from app.services import deliveries, secrets
 from app.services import events as event_service
 from app.util import new_id, utcnow
 
@@ -22,7 +22,7 @@ INSERT_BATCH = 500  # rows per INSERT: within SQLite's limit on bound parameters
 
 def new_secret() -> str:
     """A signing secret to offer for a new webhook (43 URL-safe characters)."""
-    return secrets.token_urlsafe(32)
+    return secrets.generate()
 
 
 def list_webhooks(*, tenant: Tenant) -> list[Webhook]:
@@ -36,6 +36,45 @@ def failing_webhooks(*, tenant: Tenant) -> list[Webhook]:
     failing = Webhook.is_active & Webhook.failing_since.is_null(False)
     query = Webhook.select().where((Webhook.tenant == tenant) & failing)
     return list(query.order_by(Webhook.failing_since, Webhook.id))
+
+
+@dataclass(frozen=True)
+class Health:
+    """How a webhook's deliveries go, as the dashboard shows it."""
+
+    state: str  # healthy | failing (since its first failure after a success) | disabled
+    failing_since: datetime | None
+    consecutive_failures: int  # failed attempts since the last success
+    last_success_at: datetime | None  # when its latest delivery that succeeded did
+    disabled_reason: str | None
+
+
+def health(*, webhooks: list[Webhook]) -> dict[str, Health]:
+    """Each webhook's Health by id: a query per webhook (its latest succeeded delivery, one
+    step of the (webhook, status, created_at) index), for the few webhooks a tenant has."""
+    found = {}
+    for webhook in webhooks:
+        last = (
+            Delivery.select(Delivery.completed_at)
+            .where((Delivery.webhook == webhook.id) & (Delivery.status == "succeeded"))
+            .order_by(Delivery.created_at.desc())
+            .limit(1)
+            .scalar()
+        )
+        if not webhook.is_active:
+            state = "disabled"
+        elif webhook.failing_since is not None:
+            state = "failing"
+        else:
+            state = "healthy"
+        found[webhook.id] = Health(
+            state=state,
+            failing_since=webhook.failing_since,
+            consecutive_failures=webhook.consecutive_failures,
+            last_success_at=last,
+            disabled_reason=webhook.disabled_reason,
+        )
+    return found
 
 
 def get_webhook(*, tenant: Tenant, webhook_id: str) -> Webhook:
@@ -53,23 +92,47 @@ def create_webhook(*, tenant: Tenant, url: str, events: list[str], secret: str) 
 
 
 def update_webhook(*, tenant: Tenant, webhook_id: str, **fields: Any) -> Webhook:
-    """Change url, events, secret or isActive; re-enabling clears the reason and failure clock."""
+    """Change url, events, secret or isActive; re-enabling clears the reason and failure clock.
+    A new secret replaces the old one at once (rotate_secret gives an overlap)."""
     if "url" in fields:
         outbound.require_safe_url(fields["url"], field="url")
     with database.atomic():
         webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
         enable = fields.pop("is_active", None)
+        if "secret" in fields:
+            secrets.replace(webhook, field="secret", secret=fields.pop("secret"))
         for name, value in fields.items():
             setattr(webhook, name, value)
         if enable is True and not webhook.is_active:
             webhook.is_active = True
             webhook.disabled_reason = None
             webhook.failing_since = None
+            webhook.consecutive_failures = 0
         webhook.updated_at = utcnow()
         webhook.save()
         if enable is False and webhook.is_active:
             deliveries.disable(webhook, reason=None)
     return webhook
+
+
+def rotate_secret(
+    *,
+    tenant: Tenant,
+    webhook_id: str,
+    secret: str | None = None,
+    overlap_hours: int = secrets.DEFAULT_OVERLAP_HOURS,
+) -> tuple[Webhook, str]:
+    """Give the webhook a new secret (the one given, or a generated one): deliveries are signed
+    with it at once, and with the current one beside it until the overlap ends. The webhook
+    and its new secret."""
+    with database.atomic():
+        webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
+        new = secret or secrets.generate()
+        now = utcnow()
+        secrets.rotate(webhook, field="secret", secret=new, overlap_hours=overlap_hours, now=now)
+        webhook.updated_at = now
+        webhook.save()
+    return webhook, new
 
 
 def delete_webhook(*, tenant: Tenant, webhook_id: str) -> None:

@@ -8,9 +8,12 @@ tests, on the test's own database, which the server serves too.
 
 After every page it visits (a `goto`, a link followed, a form sent) it calls `shot(name)`,
 which saves a screenshot as NN-name.png under the test's tmp_path / "screenshots" and checks
-the page's markup: a title, exactly one <h1>, a label on every form field. A test that leaves
-a page without a screenshot fails, and so does one whose page loaded anything from another
-host, answered 5xx or raised a JavaScript error.
+the page: a title, exactly one <h1>, a label on every form field, an icon that loads; every
+time shown says it is UTC (in its text, its table column's header or its term), no date
+picker (it would show the browser's own zone and format), never Python's "None"; and no
+accessibility problem that axe-core (tests/browser/axe) rates critical or serious. A test
+that leaves a page without a screenshot fails, and so does one whose page loaded anything
+from another host, answered 5xx or raised a JavaScript error.
 
 For each page of the dashboard, its browser tests:
 - reach it as a person does, from the menu or a link by its visible name, and check its <h1>;
@@ -37,11 +40,13 @@ headers=runtime_headers)`). One short test each, e.g.:
 Each test takes well under 5 s (most of it gunicorn starting); keep it so.
 """
 
+import hashlib
 import os
 import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urljoin
 
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
@@ -57,6 +62,79 @@ UNLABELLED_FIELDS = """() => Array.from(document.querySelectorAll("input, select
     .filter(e => !["hidden", "submit", "button", "reset"].includes(e.type))
     .filter(e => e.labels.length === 0 && !e.getAttribute("aria-label"))
     .map(e => e.name || e.id || e.outerHTML)"""
+# Times shown without saying they are UTC: "2026-11-21 09:15" not followed by UTC, outside a
+# table column or a term (<dt>) whose text says UTC.
+TIMES_WITHOUT_ZONE = r"""() => {
+    const stamp = /\d{4}-\d{2}-\d{2} \d{2}:\d{2}(:\d{2})?/g;
+    const saysUtc = (element) => element !== null && /UTC/.test(element.textContent);
+    const column = (cell) => {
+        const table = cell.closest("table");
+        const head = table && table.tHead && table.tHead.rows[0];
+        return head ? head.cells[cell.cellIndex] || null : null;
+    };
+    const term = (definition) => {
+        let sibling = definition.previousElementSibling;
+        while (sibling && sibling.tagName !== "DT") sibling = sibling.previousElementSibling;
+        return sibling;
+    };
+    const found = [];
+    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    while (walker.nextNode()) {
+        const text = walker.currentNode.textContent;
+        const parent = walker.currentNode.parentElement;
+        for (const match of text.matchAll(stamp)) {
+            if (/^\s*UTC/.test(text.slice(match.index + match[0].length))) continue;
+            const cell = parent.closest("td, th");
+            if (cell && saysUtc(column(cell))) continue;
+            const definition = parent.closest("dd");
+            if (definition && saysUtc(term(definition))) continue;
+            found.push(text.trim().slice(0, 100));
+        }
+    }
+    return found;
+}"""
+DATE_PICKERS = "input[type=date], input[type=datetime-local], input[type=time], input[type=month]"
+AXE = (Path(__file__).parent / "axe" / "axe.min.js").read_text()
+# What fails a page: violations of axe's rules (WCAG 2 A and AA, and its best practices) that
+# it rates as blocking or seriously hindering someone.
+BLOCKING_IMPACTS = ("critical", "serious")
+AXE_RUN = """() => axe.run(document, {resultTypes: ["violations"]}).then(results =>
+    results.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+                                  targets: v.nodes.map(n => n.target.join(" "))})))"""
+
+
+# The page's elements as axe sees them: tags, classes and the attributes that change what a
+# screen reader or the contrast check finds, not the text. A page whose layout was checked
+# already in this run (the sign-in page of every test, say) is not checked again.
+LAYOUT = """() => {
+    const parts = [];
+    const walk = (element, depth) => {
+        const attributes = ["type", "role", "aria-invalid", "aria-describedby", "aria-label",
+                            "disabled", "open", "hidden"].map(a => element.getAttribute(a) || "");
+        parts.push(`${depth}${element.tagName}.${element.getAttribute("class") || ""}` +
+                   `[${attributes.join(",")}]`);
+        for (const child of element.children) walk(child, depth + 1);
+    };
+    walk(document.body, 0);
+    return parts.join("|");
+}"""
+CHECKED_LAYOUTS: set[str] = set()
+
+
+def accessibility_problems(page: Page) -> list[str]:
+    """axe-core's critical and serious findings on the page, one line each (none for a
+    layout already checked in this run)."""
+    layout = hashlib.sha256(page.evaluate(LAYOUT).encode()).hexdigest()
+    if layout in CHECKED_LAYOUTS:
+        return []
+    CHECKED_LAYOUTS.add(layout)
+    if not page.evaluate("() => typeof axe === 'object'"):
+        page.evaluate(AXE + "\n;undefined")  # evaluated, not a <script>: no CSP stops it
+    return [
+        f"{found['id']} ({found['impact']}): {found['help']}: {', '.join(found['targets'][:5])}"
+        for found in page.evaluate(AXE_RUN)
+        if found["impact"] in BLOCKING_IMPACTS
+    ]
 
 
 def chromium() -> str:
@@ -209,6 +287,13 @@ def shot(page: Page, visits: Visits):
         expect(shown.locator("h1")).to_have_count(1)
         assert shown.title(), f"{shown.url} has no title"
         assert not shown.evaluate(UNLABELLED_FIELDS), f"fields without a label on {shown.url}"
+        assert not shown.evaluate(TIMES_WITHOUT_ZONE), f"times without UTC on {shown.url}"
+        assert shown.locator(DATE_PICKERS).count() == 0, f"a date picker on {shown.url}"
+        assert not re.search(r"\bNone\b", shown.evaluate("() => document.body.textContent"))
+        icon = shown.locator("link[rel=icon]").get_attribute("href")
+        assert icon and shown.request.get(urljoin(shown.url, icon)).ok, f"no icon on {shown.url}"
+        problems = accessibility_problems(shown)
+        assert not problems, f"{shown.url}:\n" + "\n".join(problems)
         visits.screenshots += 1
         slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
         path = visits.folder / f"{visits.screenshots:02d}-{slug}.png"

@@ -157,3 +157,38 @@ def test_a_viewer_sees_the_functions_without_a_test_button(
     expect(page.get_by_label("Timeout (ms)")).to_be_disabled()
     expect(page.get_by_role("link", name="Test")).to_have_count(0)
     expect(page.get_by_role("button", name="Save")).to_have_count(0)
+
+
+def test_rotating_the_signing_secret_signs_with_both_until_the_overlap_ends(
+    page, shot, signed_in, client, headers, agent_id, endpoint
+):
+    """Rotate secret on the function's page: the new secret shown once with Copy, and a test
+    request then carries the new secret's signature and the old one's beside it."""
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    define(client, headers, agent_id, endpoint.url + "/orders")
+    signed_in("admin")
+    open_agent(page, shot, "Reception")
+    page.get_by_role("link", name="lookup_order").click()
+    shot("function")
+    page.get_by_role("link", name="Rotate secret").click()
+    expect(heading(page)).to_have_text("Rotate the signing secret of lookup_order")
+    shot("rotate-secret")
+    page.get_by_role("button", name="Rotate secret").click()
+    expect(heading(page)).to_have_text("Function lookup_order")
+    expect(page.get_by_role("status")).to_contain_text("X-Service-Signature-Previous")
+    shot("secret-rotated")
+    new = page.get_by_label("New signing secret").input_value()
+    page.get_by_role("button", name="Copy").click()
+    expect(page.get_by_role("button", name="Copied")).to_be_visible()
+    assert page.evaluate("navigator.clipboard.readText()") == new
+    page.get_by_role("link", name="Test", exact=True).click()
+    expect(heading(page)).to_have_text("Test lookup_order")
+    shot("test-function")
+    page.get_by_label("Parameters (JSON)").fill('{"number": "A-17"}')
+    page.get_by_role("button", name="Send test").click()
+    expect(answer_shown(page)).to_contain_text("ok")
+    shot("tested")
+    [request] = endpoint.requests
+    for name, secret in (("X-Service-Signature", new), ("X-Service-Signature-Previous", SECRET)):
+        expected = hmac.new(secret.encode(), request.body, hashlib.sha256).hexdigest()
+        assert request.headers[name] == f"sha256={expected}"

@@ -9,6 +9,7 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from app.db import database
+from app.models import Webhook
 from app.services import events
 from app.services import webhooks as webhook_service
 from app.util import utcnow
@@ -55,11 +56,20 @@ def open_webhooks(page: Page, shot) -> None:
     shot("webhooks")
 
 
+def open_attempts(page: Page) -> None:
+    """Open every delivery's disclosure of its attempts, as a person clicks each one."""
+    closed = page.locator("details:not([open]) > summary")
+    while closed.count():
+        closed.first.click()
+
+
 def reload_until(page: Page, shot, name: str, shown: Locator) -> None:
-    """Reload the page until shown is on it; fails after LOG_WAIT_SECONDS."""
+    """Reload the page (and open the attempts) until shown is on it; fails after
+    LOG_WAIT_SECONDS."""
     deadline = time.monotonic() + LOG_WAIT_SECONDS
     while True:
         page.reload()
+        open_attempts(page)
         shot(name)
         if shown.count() or time.monotonic() > deadline:
             break
@@ -135,6 +145,8 @@ def test_a_viewer_sees_the_delivery_log_without_its_change_buttons(
     expect(page.get_by_role("link", name="Create webhook")).to_have_count(0)
     page.get_by_role("link", name=f"{receiver.url}/hooks").click()
     expect(heading(page)).to_have_text("Webhook")
+    expect(page.get_by_text("1 attempt: last answered 500")).to_be_visible()
+    open_attempts(page)
     shot("webhook")
     expect(attempt_rows(page, 500).first).to_contain_text("The receiver answered 500.")
     expect(page.get_by_label("URL")).to_be_disabled()
@@ -176,7 +188,7 @@ def test_replay_since_sends_the_missed_events_again(
     expect(page.get_by_text("No deliveries yet.")).to_be_visible()
     shot("webhook")
 
-    page.get_by_label("Since (UTC)").fill((now - timedelta(hours=4)).strftime("%Y-%m-%dT%H:%M"))
+    page.get_by_label("Since (UTC)").fill((now - timedelta(hours=4)).strftime("%Y-%m-%d %H:%M"))
     page.get_by_role("button", name="Replay events").click()
     expect(page.get_by_role("status")).to_contain_text("2 events queued for delivery.")
     shot("replayed")
@@ -198,10 +210,39 @@ def test_replay_since_with_until_before_since_says_so(page, shot, signed_in, ten
     open_webhooks(page, shot)
     page.get_by_role("link", name=f"{receiver.url}/hooks").click()
     shot("webhook")
-    page.get_by_label("Since (UTC)").fill("2026-01-02T00:00")
-    page.get_by_label("Until (UTC, optional)").fill("2026-01-01T00:00")
+    page.get_by_label("Since (UTC)").fill("2026-01-02 00:00")
+    page.get_by_label("Until (UTC, optional)").fill("2026-01-01 00:00")
     page.get_by_role("button", name="Replay events").click()
     expect(page.get_by_text("Must be after since.")).to_be_visible()
     expect(page.get_by_label("Until (UTC, optional)")).to_have_attribute("aria-invalid", "true")
     shot("replay-refused")
     assert receiver.requests == []
+
+
+def test_rotate_secret_shows_the_new_one_once_with_a_copy_button(
+    page, shot, signed_in, tenant, receiver
+):
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    webhook = webhook_service.create_webhook(
+        tenant=tenant, url=f"{receiver.url}/hooks", events=["call.ended"], secret="s" * 32
+    )
+    signed_in("admin")
+    open_webhooks(page, shot)
+    page.get_by_role("link", name=f"{receiver.url}/hooks").click()
+    shot("webhook")
+    page.get_by_role("link", name="Rotate secret").click()
+    expect(heading(page)).to_have_text("Rotate the webhook's secret")
+    expect(page.get_by_label("The old secret keeps signing for")).to_have_value("24")
+    shot("rotate-secret")
+    page.get_by_label("The old secret keeps signing for").select_option(label="1 hour")
+    page.get_by_role("button", name="Rotate secret").click()
+    expect(heading(page)).to_have_text("Webhook")
+    expect(page.get_by_role("status")).to_contain_text("Secret rotated.")
+    expect(page.get_by_role("status")).to_contain_text("The old secret signs every delivery")
+    shot("secret-rotated")
+    rotated = Webhook.get_by_id(webhook.id)
+    new = page.get_by_label("New secret").input_value()
+    assert new == rotated.secret and rotated.previous_secret_in_use() == "s" * 32
+    page.get_by_role("button", name="Copy").click()
+    expect(page.get_by_role("button", name="Copied")).to_be_visible()
+    assert page.evaluate("navigator.clipboard.readText()") == new

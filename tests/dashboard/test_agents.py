@@ -143,15 +143,15 @@ def test_an_unticked_active_box_creates_an_inactive_agent(signed_in, post, heade
     "field, value, message",
     [
         ("language", "english", "Must be a language tag such as id or en-US."),
-        ("name", "", "Length must be between 1 and 100."),
-        ("name", "n" * 101, "Length must be between 1 and 100."),
-        ("systemPrompt", "p" * 20_001, "Length must be between 1 and 20000."),
-        ("voiceId", "Bob", "Must be one of: Puck, Charon, Kore, Fenrir, Aoede."),
-        ("maxCallDurationMinutes", "0", "Must be greater than or equal to 1"),
-        ("maxCallDurationMinutes", "ten", "Not a valid integer."),
+        ("name", "", "Use 1 to 100 characters."),
+        ("name", "n" * 101, "Use 1 to 100 characters."),
+        ("systemPrompt", "p" * 20_001, "Use 1 to 20000 characters."),
+        ("voiceId", "Bob", "Choose one of Puck, Charon, Kore, Fenrir, Aoede."),
+        ("maxCallDurationMinutes", "0", "Enter a number from 1 to 120."),
+        ("maxCallDurationMinutes", "ten", "Enter a whole number."),
         ("escalationNumber", "0812", "Must be an international number such as +6281234567."),
         ("toolsEnabled", "a, a", "Items must be unique."),
-        ("isActive", "maybe", "Not a valid boolean."),
+        ("isActive", "maybe", "Choose yes or no."),
     ],
 )
 def test_create_agent_with_a_bad_field_shows_its_message(
@@ -237,9 +237,9 @@ def test_clearing_the_escalation_number_and_unticking_active(signed_in, post, he
     "field, value, message",
     [
         ("language", "Bahasa", "Must be a language tag such as id or en-US."),
-        ("name", "", "Length must be between 1 and 100."),
-        ("systemPrompt", "p" * 20_001, "Length must be between 1 and 20000."),
-        ("maxCallDurationMinutes", "121", "less than or equal to 120"),
+        ("name", "", "Use 1 to 100 characters."),
+        ("systemPrompt", "p" * 20_001, "Use 1 to 20000 characters."),
+        ("maxCallDurationMinutes", "121", "Enter a number from 1 to 120."),
     ],
 )
 def test_saving_a_bad_field_shows_its_message_and_changes_nothing(
@@ -282,7 +282,7 @@ def test_add_function_shows_its_secret_once(signed_in, post, headers, agent_id, 
     secret = Function.get().signing_secret
     assert secret.startswith("fsec_")
     body = text(response)
-    assert f'<p class="secret">{secret}</p>' in body and "shown only this once" in body
+    assert f'readonly value="{secret}"' in body and "shown only this once" in body
     [listed] = signed_in.get(f"/api/v1/agents/{agent_id}/functions", headers=headers).json[
         "functions"
     ]
@@ -309,13 +309,13 @@ def test_add_function_shows_its_secret_once(signed_in, post, headers, agent_id, 
         ("parameters", '{"type": "array"}', "type: Must be object."),
         ("parameters", '{"type": "object", "required": ["x"]}', "Not declared in properties: x."),
         ("parameters", '{"type": "object", "properties": {"a": {"type": "text"}}}',
-         "properties.a.type: Must be one of"),
+         "properties.a.type: Choose one of"),
         ("parameters", "[" * 40 + "]" * 40, "nested more than 32 levels"),
         ("parameters", "[" * 5000 + "]" * 5000, "nested more than 32 levels"),
         ("parameters", '{"type": "object", "x": "\\ud800"}', "unpaired surrogate"),
         ("name", "9lives", "Letters, digits and _, not starting with a digit."),
-        ("description", "", "Length must be between 1 and 2000."),
-        ("method", "TRACE", "Must be one of: GET, POST, PUT, PATCH, DELETE."),
+        ("description", "", "Use 1 to 2000 characters."),
+        ("method", "TRACE", "Choose one of GET, POST, PUT, PATCH, DELETE."),
         ("endpoint", "ftp://clinic.example.com/x", "https"),
     ],
 )  # fmt: skip

@@ -102,10 +102,10 @@ def test_pages_of_50_link_to_each_other_keeping_the_filters(
     [
         ("from=yesterday", "Not an ISO 8601 date or timestamp."),
         ("to=2026-13-45", "Not an ISO 8601 date or timestamp."),
-        ("status=lost", "Must be one of"),
-        ("direction=sideways", "Must be one of"),
-        ("offset=-1", "Must be greater than or equal to 0"),
-        ("offset=many", "Not a valid integer."),
+        ("status=lost", "Choose one of"),
+        ("direction=sideways", "Choose one of"),
+        ("offset=-1", "Enter a number from 0 to"),
+        ("offset=many", "Enter a whole number."),
     ],
 )
 def test_a_bad_filter_shows_its_message_with_422(signed_in, query, message):

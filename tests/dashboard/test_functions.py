@@ -91,7 +91,7 @@ def test_the_add_function_form_takes_a_timeout(signed_in, post, headers, agent_i
     assert listed["timeoutMs"] == 800
     response = post(f"{AGENTS}/{agent_id}/functions", {**form, "name": "b", "timeoutMs": "9000"})
     assert response.status_code == 422
-    assert "Must be greater than or equal to 500 and less than or equal to 5000." in text(response)
+    assert "Enter a number from 500 to 5000." in text(response)
     assert 'id="function-timeoutMs-error"' in text(response)
 
 
@@ -148,9 +148,9 @@ def test_saving_the_whole_unchanged_form_changes_nothing(
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("timeoutMs", "499", "Must be greater than or equal to 500"),
-        ("timeoutMs", "5s", "Not a valid integer."),
-        ("method", "TRACE", "Must be one of: GET, POST, PUT, PATCH, DELETE."),
+        ("timeoutMs", "499", "Enter a number from 500 to 5000."),
+        ("timeoutMs", "5s", "Enter a whole number."),
+        ("method", "TRACE", "Choose one of GET, POST, PUT, PATCH, DELETE."),
         ("parameters", "{not json", "Not valid JSON (line 1, column 2)."),
         ("endpoint", "ftp://clinic.example.com/x", "https"),
     ],
@@ -261,8 +261,8 @@ def test_an_emptied_box_sends_no_parameters(signed_in, post, headers, agent_id, 
     ("value", "message"),
     [
         ("{not json", "Not valid JSON (line 1, column 2)."),
-        ('["2026-11-23"]', "Not a valid mapping type."),
-        ('"2026-11-23"', "Not a valid mapping type."),
+        ('["2026-11-23"]', "Enter a JSON object, in braces: {…}."),
+        ('"2026-11-23"', "Enter a JSON object, in braces: {…}."),
         ("[" * 40 + "]" * 40, "nested more than 32 levels"),
     ],
 )
@@ -325,3 +325,27 @@ def test_an_unknown_function_is_404(signed_in, post, agent_id):
         path = f"{AGENTS}/{agent_id}/functions/nope{suffix}"
         assert signed_in.get(path).status_code == 404
         assert post(path, {"parameters": "{}"}).status_code == 404
+
+
+def test_rotating_a_functions_secret_shows_the_new_one_once_and_records_it(
+    signed_in, post, headers, agent_id, endpoint
+):
+    define(signed_in, headers, agent_id, endpoint.url + "/slots")
+    path = f"/dashboard/agents/{agent_id}/functions/book_slot/rotate-secret"
+    confirm = signed_in.get(path)
+    assert confirm.status_code == 200 and "X-Service-Signature-Previous" in text(confirm)
+    response = post(path, {"overlapHours": "0"}, token_from=path)
+    assert response.status_code == 200 and response.headers["Cache-Control"] == "no-store"
+    function = Function.get()
+    assert function.signing_secret.startswith("fsec_") and function.signing_secret != SECRET
+    assert function.previous_secret_in_use() is None  # no overlap was chosen
+    body = text(response)
+    assert f'readonly value="{function.signing_secret}"' in body
+    assert "The old secret no longer signs anything." in body
+    page = text(signed_in.get(f"/dashboard/agents/{agent_id}/functions/book_slot"))
+    assert function.signing_secret not in page and "Rotate secret" in page
+    assert changes()[-1] == (
+        "function.secret_rotated",
+        function.id,
+        {"agentId": agent_id, "overlapHours": 0, "previousSecretExpiresAt": None},
+    )

@@ -73,7 +73,7 @@ def test_a_form_without_agent_shows_the_message(signed_in, post, headers, number
     response = post(f"{NUMBERS}/{number.id}/assign-agent", {})
     assert response.status_code == 422
     body = text(response)
-    assert f'id="agent-{number.id}-error"' in body and "Missing data for required field." in body
+    assert f'id="agent-{number.id}-error"' in body and "Fill this in." in body
     assert api_number(signed_in, headers, number.id)["agentId"] is None
 
 

@@ -71,8 +71,10 @@ def test_webhooks_page_lists_url_events_state_and_secret_hint(signed_in, headers
     assert "call.ended" in body and "The receiver answered 410 Gone." in body
     assert "…1234" in body and SECRET not in body
     assert 'href="/dashboard/webhooks/new">Create webhook</a>' in body
-    for header in ("URL", "Events", "Active", "Disabled because", "Secret ends in"):
+    headers = ("URL", "Events", "Health", "Failed attempts in a row", "Last success (UTC)")
+    for header in (*headers, "Secret ends in"):
         assert f'<th scope="col">{header}</th>' in body
+    assert "Disabled</span>: The receiver answered 410 Gone." in body
 
 
 def test_create_form_offers_every_event_and_a_generated_secret(signed_in):
@@ -100,7 +102,7 @@ def test_create_webhook_shows_it_in_the_api_and_its_secret_once(signed_in, post,
     assert listed["isActive"] is True and listed["secretHint"] == "1234"
     assert Webhook.get().secret == SECRET
     body = text(response)
-    assert f'<p class="secret">{SECRET}</p>' in body and "shown only this once" in body
+    assert f'readonly value="{SECRET}"' in body and "shown only this once" in body
     assert f'action="/dashboard/webhooks/{listed["id"]}"' in body
     assert SECRET not in text(signed_in.get(f"{WEBHOOKS}/{listed['id']}"))
     assert all(SECRET not in str(record.__dict__) for record in caplog.records)
@@ -112,10 +114,10 @@ def test_create_webhook_shows_it_in_the_api_and_its_secret_once(signed_in, post,
     "field, value, message",
     [
         ("events", [""], "Subscribe to at least one event."),
-        ("events", ["call.ended", "call.ending"], "Must be one of: call.started"),
-        ("secret", "short", "Length must be between 16 and 256."),
-        ("secret", "s" * 257, "Length must be between 16 and 256."),
-        ("url", "", "Length must be between 1 and 2048."),
+        ("events", ["call.ended", "call.ending"], "Choose one of call.started"),
+        ("secret", "short", "Use 16 to 256 characters."),
+        ("secret", "s" * 257, "Use 16 to 256 characters."),
+        ("url", "", "Use 1 to 2048 characters."),
         ("url", "ftp://hooks.example.com/in", "https"),
         ("url", "https://user:pw@hooks.example.com/in", "user name or password"),
         ("url", "https://a..b/h", "not a valid host name"),
@@ -184,7 +186,7 @@ def test_a_field_left_out_keeps_its_value(signed_in, post, headers, webhook_id):
     [
         ("events", [""], "Subscribe to at least one event."),
         ("url", "https://user:pw@hooks.example.com/in", "user name or password"),
-        ("isActive", "maybe", "Not a valid boolean."),
+        ("isActive", "maybe", "Choose yes or no."),
     ],
 )
 def test_saving_a_bad_field_shows_its_message_and_changes_nothing(
@@ -299,14 +301,16 @@ def emitted_at(tenant, when, type="call.ended"):
 
 
 def minutes(moment) -> str:
-    """A time as a datetime-local input sends it."""
-    return moment.strftime("%Y-%m-%dT%H:%M")
+    """A time as the form's UTC text inputs take it."""
+    return moment.strftime("%Y-%m-%d %H:%M")
 
 
 def test_the_replay_form_offers_since_a_day_ago(signed_in, webhook_id):
     page = text(signed_in.get(f"{WEBHOOKS}/{webhook_id}"))
     assert '<h2 id="replay">Replay since…</h2>' in page
-    assert 'type="datetime-local" id="replay-since" name="since"' in page
+    # Text in UTC, not a date picker that shows the browser's own format beside "(UTC)".
+    assert 'type="text" id="replay-since" name="since"' in page
+    assert 'placeholder="YYYY-MM-DD HH:MM"' in page
     assert f'value="{minutes(utcnow() - timedelta(days=1))[:13]}' in page  # the hour
     assert '<label for="replay-until">Until (UTC, optional)</label>' in page
     assert ">Replay events</button>" in page
@@ -333,7 +337,11 @@ def test_replay_queues_the_range_and_says_how_many(app, signed_in, post, headers
         (
             "webhook.replayed",
             webhook_id,
-            {"since": since + ":00.000Z", "until": until + ":00.000Z", "replayed": 2},
+            {
+                "since": since.replace(" ", "T") + ":00.000Z",
+                "until": until.replace(" ", "T") + ":00.000Z",
+                "replayed": 2,
+            },
         )
     ]
 
@@ -353,8 +361,8 @@ def test_replay_without_until_runs_until_now(signed_in, post, headers, tenant):
 @pytest.mark.parametrize(
     "form, field, message",
     [
-        ({"since": ""}, "since", "Missing data for required field."),
-        ({"since": "yesterday"}, "since", "Not a valid datetime."),
+        ({"since": ""}, "since", "Fill this in."),
+        ({"since": "yesterday"}, "since", "Enter a time as YYYY-MM-DD HH:MM, in UTC."),
         ({"since": "2026-01-02T00:00", "until": "2026-01-01T00:00"}, "until", "after since"),
     ],
 )
@@ -559,3 +567,49 @@ def test_junk_in_any_field_is_never_a_500(signed_in, post, webhook_id, value):
         if value.strip("\r\n /"):
             response = signed_in.get(path) if "retry" not in path else post(path)
             assert response.status_code < 500, path
+
+
+def test_rotate_secret_asks_for_confirmation_and_the_overlap(signed_in, webhook_id):
+    page = signed_in.get(f"{WEBHOOKS}/{webhook_id}/rotate-secret")
+    assert page.status_code == 200
+    body = text(page)
+    assert "Rotate the webhook&#39;s secret" in body and "Rotate secret</button>" in body
+    assert '<option value="24" selected>24 hours</option>' in body
+    assert Webhook.get_by_id(webhook_id).secret == SECRET
+
+
+def test_rotate_secret_shows_the_new_one_once_and_records_it(signed_in, post, webhook_id):
+    token_from = f"{WEBHOOKS}/{webhook_id}/rotate-secret"
+    form = {"overlapHours": "72"}
+    response = post(f"{WEBHOOKS}/{webhook_id}/rotate-secret", form, token_from=token_from)
+    assert response.status_code == 200 and response.headers["Cache-Control"] == "no-store"
+    webhook = Webhook.get_by_id(webhook_id)
+    assert webhook.secret != SECRET and webhook.previous_secret_in_use() == SECRET
+    body = text(response)
+    assert f'readonly value="{webhook.secret}"' in body and 'data-copy="new-secret"' in body
+    expires = webhook.overlap_ends_at
+    assert f"until {expires:%Y-%m-%d %H:%M:%S} UTC" in body
+    assert abs(expires - (utcnow() + timedelta(hours=72))) < timedelta(minutes=1)
+    assert webhook.secret not in text(signed_in.get(f"{WEBHOOKS}/{webhook_id}"))
+    [(action, target, details)] = changes()[-1:]
+    assert (action, target, details["overlapHours"]) == ("webhook.secret_rotated", webhook_id, 72)
+    assert webhook.secret not in str(list(AuditEntry.select().dicts()))
+
+
+def test_a_reloaded_rotation_does_not_rotate_again(signed_in, webhook_id):
+    path = f"{WEBHOOKS}/{webhook_id}/rotate-secret"
+    form = {
+        "overlapHours": "24",
+        "form_id": "one-form",
+        "csrf_token": csrf_token(signed_in.get(path)),
+    }
+    assert signed_in.post(path, data=form).status_code == 200
+    rotated = Webhook.get_by_id(webhook_id).secret
+    again = signed_in.post(path, data=form)
+    assert again.status_code == 302 and Webhook.get_by_id(webhook_id).secret == rotated
+
+
+def test_a_viewer_cannot_rotate_a_secret(client, viewer, headers, webhook_id):
+    sign_in(client, viewer.email)
+    assert client.get(f"{WEBHOOKS}/{webhook_id}/rotate-secret").status_code == 403
+    assert "Rotate secret" not in text(client.get(f"{WEBHOOKS}/{webhook_id}"))

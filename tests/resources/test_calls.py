@@ -263,9 +263,38 @@ def test_filter_by_agent_number_and_direction(
     assert ids_for("?agentId=agent_unknown") == []
 
 
+def test_filter_by_caller_number_exact_or_its_first_digits(client, headers, runtime_headers, did):
+    callers = ["+6281234567890", "+6281299999999", "+6281300000000", "+6289000000001"]
+    ids = {
+        number: start(client, runtime_headers, did, callerNumber=number).json["id"]
+        for number in callers
+    }
+
+    def ids_for(query):
+        return sorted(c["id"] for c in listed(client, headers, query)["calls"])
+
+    assert ids_for("?callerNumber=%2B6281234567890") == [ids["+6281234567890"]]
+    # An unencoded + is a space in a query string: the number is still found.
+    assert ids_for("?callerNumber=+6281234567890") == [ids["+6281234567890"]]
+    assert ids_for("?callerNumber=6281234567890") == [ids["+6281234567890"]]
+    assert ids_for("?callerNumber=%2B62812") == []  # not a number anybody called from
+    both = sorted([ids["+6281234567890"], ids["+6281299999999"]])
+    assert ids_for("?callerNumber=%2B62812*") == both
+    assert ids_for("?callerNumber=%2B628129*") == [ids["+6281299999999"]]
+    assert ids_for("?callerNumber=62819*") == []  # +62819 would end before +62820
+    assert ids_for("?callerNumber=%2B6281*") == sorted([*both, ids["+6281300000000"]])
+    assert ids_for("?callerNumber=%2B62*") == sorted(ids.values())
+    page = listed(client, headers, "?callerNumber=%2B62812*&limit=1")
+    assert page["pagination"]["total"] == 2 and page["pagination"]["hasMore"] is True
+
+
 @pytest.mark.parametrize(
     ("query", "field"),
     [
+        ("callerNumber=%2B62-812", "callerNumber"),
+        ("callerNumber=*", "callerNumber"),
+        ("callerNumber=%2B6281*5", "callerNumber"),
+        ("callerNumber=%2B" + "1" * 16, "callerNumber"),
         ("limit=0", "limit"),
         ("limit=101", "limit"),
         ("limit=ten", "limit"),

@@ -11,7 +11,7 @@ from app.models import Event
 from app.services import deliveries, events
 from app.services import keys as key_service
 from app.services import webhooks as webhook_service
-from tests.helpers import assert_error
+from tests.helpers import assert_error, event_data
 from tests.receiver import Receiver
 
 API = "/api/v1/events"
@@ -19,7 +19,7 @@ API = "/api/v1/events"
 
 def emit(tenant, type="call.ended", **data):
     with database.atomic():
-        return events.emit(tenant_id=tenant.id, type=type, data={"callId": "call_1", **data})
+        return events.emit(tenant_id=tenant.id, type=type, data=event_data(type, **data))
 
 
 def page(client, headers, **query):
@@ -34,7 +34,7 @@ def test_an_empty_log_is_an_empty_page(client, headers):
 
 def test_events_come_oldest_first_as_their_webhook_bodies(client, headers, tenant):
     sent = [
-        emit(tenant, "call.started", phoneNumberId="pn_1"),
+        emit(tenant, "call.started", phoneNumberId="pn_2"),
         emit(tenant, "call.ended", durationSeconds=30),
         emit(tenant, "credits.low", balanceMinutes=3, threshold=10),
     ]

@@ -46,6 +46,7 @@ def test_create_function_returns_signing_secret_once(client, headers, agent_id):
         "parameters",
         "timeoutMs",
         "createdAt",
+        "previousSecretExpiresAt",
         "signingSecret",
     }
     assert created["timeoutMs"] == 5000

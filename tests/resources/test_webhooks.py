@@ -50,6 +50,7 @@ def test_create_returns_the_record_without_the_secret(client, headers):
         "events",
         "isActive",
         "secretHint",
+        "previousSecretExpiresAt",
         "disabledReason",
         "createdAt",
         "updatedAt",

@@ -104,3 +104,43 @@ def test_daily_totals_read_an_index_range_of_tenant_and_started_at(tenant):
         rows = database.execute_sql("EXPLAIN QUERY PLAN " + sql, params)
         plan = " ".join(row[-1] for row in rows)
         assert "USING INDEX call_tenant_id_started_at_id (tenant_id=? AND started_at>?)" in plan
+
+
+@pytest.mark.parametrize("number", ["+6281234567890", "+62812*"])
+def test_a_search_by_caller_number_reads_an_index_range_of_tenant_and_number(tenant, number):
+    # A thousand calls from as many numbers, so PostgreSQL's planner weighs the indexes by
+    # what they hold (on an empty table its choice among them is arbitrary).
+    now = utcnow()
+    rows = [
+        {
+            "id": f"call_{index:020d}",
+            "tenant": tenant.id,
+            "caller_number": f"+62{8100000000 + index * 7919}",
+            "callee_number": DID,
+            "started_at": now - timedelta(minutes=index),
+        }
+        for index in range(1000)
+    ]
+    Call.insert_many(rows).execute()
+    if using_postgres():
+        db.database.obj.execute_sql("ANALYZE call")
+    with captured() as seen:
+        call_service.list_calls(tenant=tenant, limit=10, offset=0, caller_number=number)
+    sql, params = seen[0]
+    database = db.database.obj
+    if using_postgres():
+        with database.atomic():
+            database.execute_sql("SET LOCAL enable_seqscan = off")
+            plan = " ".join(row[0] for row in database.execute_sql("EXPLAIN " + sql, params))
+        assert re.search(r"Index (Only )?Scan (Backward )?using call_tenant_id_caller_", plan), plan
+        assert re.search(r"Index Cond: .*tenant_id.*caller_number", plan), plan
+    else:
+        rows = database.execute_sql("EXPLAIN QUERY PLAN " + sql, params)
+        plan = " ".join(row[-1] for row in rows)
+        condition = (
+            "caller_number=?" if "*" not in number else "caller_number>? AND caller_number<?"
+        )
+        used = (
+            f"USING INDEX call_tenant_id_caller_number_started_at_id (tenant_id=? AND {condition})"
+        )
+        assert used in plan, plan

@@ -3,7 +3,7 @@
 from marshmallow import fields, validate
 
 from app.resources.common import PageArgsSchema, PaginationSchema, Schema
-from app.resources.fields import DateOrTimestamp, Timestamp
+from app.resources.fields import DateOrTimestamp, PhoneNumberQuery, Timestamp
 from app.services.calls import COST_COMPONENTS, DIRECTIONS, STATUSES, TURN_ROLES
 
 
@@ -170,6 +170,12 @@ class CallQueryArgsSchema(PageArgsSchema):
     )
     agent_id = fields.String(metadata={"description": "Only this agent's."})
     phone_number_id = fields.String(metadata={"description": "Only calls on this number."})
+    caller_number = PhoneNumberQuery(
+        metadata={
+            "description": "Only calls from this number (international format; a leading + "
+            "may be left out), or, ending in *, from numbers that start with it: +62812*."
+        }
+    )
     direction = fields.String(
         validate=validate.OneOf(DIRECTIONS),
         metadata={"description": "inbound or outbound.", "enum": DIRECTIONS},

@@ -6,8 +6,10 @@ from typing import Any
 from marshmallow import fields, validate
 
 from app.resources.common import Schema
-from app.resources.webhooks.schemas import DeliverySchema
+from app.resources.events.payloads import EventDetailSchema, EventSchema
 from app.services.events import LOGGED_TYPES
+
+__all__ = ["EventDetailSchema", "EventListSchema", "EventQueryArgsSchema", "EventSchema"]
 
 EVENT_ID = r"^evt_[a-z0-9]{20}$"
 _NAME = "(" + "|".join(re.escape(name) for name in LOGGED_TYPES) + ")"
@@ -54,37 +56,6 @@ class EventQueryArgsSchema(Schema):
         load_default=50,
         validate=validate.Range(1, 100),
         metadata={"description": "Page size, 1–100 (default 50)."},
-    )
-
-
-class EventSchema(Schema):
-    """An event exactly as a webhook delivery's body carries it."""
-
-    id = fields.String(
-        required=True,
-        metadata={"description": "evt_…; the X-Service-Event-Id and webhook-id headers."},
-    )
-    event = fields.String(
-        required=True, metadata={"description": "The event name.", "enum": LOGGED_TYPES}
-    )
-    timestamp = fields.String(
-        required=True,
-        metadata={
-            "description": "When it happened: ISO 8601 UTC with milliseconds.",
-            "format": "date-time",
-        },
-    )
-    data = fields.Dict(
-        required=True,
-        metadata={"description": "The event's fields (the event catalogue in docs/webhooks.md)."},
-    )
-
-
-class EventDetailSchema(EventSchema):
-    deliveries = fields.List(
-        fields.Nested(DeliverySchema),
-        required=True,
-        metadata={"description": "Its deliveries to your webhooks (replays too), oldest first."},
     )
 
 

@@ -4,12 +4,13 @@ from flask.views import MethodView
 
 from app.auth import current_tenant
 from app.errors import ErrorSchema
-from app.resources.common import TenantBlueprint
+from app.resources.common import NO_STORE, SAME_SECRET, SecretRotationSchema, TenantBlueprint
 from app.resources.functions.schemas import (
     FunctionCreatedSchema,
     FunctionCreateSchema,
     FunctionListSchema,
     FunctionSchema,
+    FunctionSecretSchema,
     FunctionTestResultSchema,
     FunctionTestSchema,
     FunctionUpdateSchema,
@@ -69,6 +70,28 @@ class FunctionsByName(MethodView):
     def delete(self, agent_id, name):
         """Delete a function"""
         function_service.delete_function(tenant=current_tenant(), agent_id=agent_id, name=name)
+
+
+@blp.route("/<name>/rotate-secret")
+class FunctionSecretRotation(MethodView):
+    @blp.arguments(SecretRotationSchema)
+    @blp.response(200, FunctionSecretSchema)
+    @blp.alt_response(409, schema=ErrorSchema, description=SAME_SECRET)
+    @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="rotateFunctionSecret")
+    def post(self, fields, agent_id, name):
+        """Rotate a function's signing secret without downtime
+
+        The new secret (the one given, or a generated fsec_…) signs every request to the
+        endpoint from now on, in `X-Service-Signature`; for overlapHours (default 24) the
+        current one signs them too, in `X-Service-Signature-Previous`, so the endpoint
+        verifies with either secret until it has moved to the new one. The answer
+        (`Cache-Control: no-store`) is the only time the new secret is shown.
+        """
+        function, _ = function_service.rotate_secret(
+            tenant=current_tenant(), agent_id=agent_id, name=name, **fields
+        )
+        return function, NO_STORE
 
 
 @blp.route("/<name>/test")

@@ -10,7 +10,7 @@ from typing import Any
 
 from marshmallow import ValidationError, fields, post_dump, validate, validates_schema
 
-from app.resources.common import Schema
+from app.resources.common import Schema, previous_secret_expires_at
 from app.resources.fields import ReceiverUrl, StrictInteger, Timestamp
 from app.runtime.schemas import FunctionErrorSchema
 from app.services.functions import (
@@ -244,15 +244,28 @@ class FunctionSchema(Schema):
         metadata={"description": "The endpoint's budget in milliseconds, in live calls and tests."},
     )
     created_at = Timestamp(required=True)
+    previous_secret_expires_at = previous_secret_expires_at()
 
 
 class FunctionCreatedSchema(FunctionSchema):
-    """A function just created: the only response that shows its signing secret."""
+    """A function just created, with its signing secret (shown only here and when rotated)."""
 
     signing_secret = fields.String(
         required=True,
         metadata={
             "description": "Key of the X-Service-Signature HMAC on invocations. Shown only here."
+        },
+    )
+
+
+class FunctionSecretSchema(FunctionSchema):
+    """A function whose signing secret was just rotated, with the new secret: shown only here."""
+
+    signing_secret = fields.String(
+        required=True,
+        metadata={
+            "description": "The new key of the X-Service-Signature HMAC on invocations. Shown "
+            "only here."
         },
     )
 

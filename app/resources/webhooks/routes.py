@@ -4,7 +4,8 @@ from flask.views import MethodView
 
 from app.auth import current_tenant
 from app.errors import ErrorSchema
-from app.resources.common import TenantBlueprint
+from app.resources.common import NO_STORE, SAME_SECRET, SecretRotationSchema, TenantBlueprint
+from app.resources.events.payloads import CALLBACKS
 from app.resources.webhooks.schemas import (
     DeliveryListSchema,
     DeliveryQueryArgsSchema,
@@ -14,6 +15,7 @@ from app.resources.webhooks.schemas import (
     WebhookCreateSchema,
     WebhookListSchema,
     WebhookSchema,
+    WebhookSecretSchema,
     WebhookUpdateSchema,
 )
 from app.services import deliveries as delivery_service
@@ -49,9 +51,13 @@ class Webhooks(MethodView):
 
     @blp.arguments(WebhookCreateSchema)
     @blp.response(201, WebhookSchema)
-    @blp.doc(operationId="createWebhook")
+    @blp.doc(operationId="createWebhook", callbacks=CALLBACKS)
     def post(self, fields):
-        """Register a webhook"""
+        """Register a webhook
+
+        Its url then receives a signed POST of every event it subscribes to: the callbacks
+        below, one per event, with the body each one carries.
+        """
         return webhook_service.create_webhook(tenant=current_tenant(), **fields)
 
 
@@ -93,6 +99,29 @@ class WebhookDeliveries(MethodView):
         webhook = webhook_service.get_webhook(tenant=current_tenant(), webhook_id=webhook_id)
         page = delivery_service.list_deliveries(webhook=webhook, **args)
         return {"deliveries": page.items, "pagination": page}
+
+
+@blp.route("/<webhook_id>/rotate-secret")
+class WebhookSecretRotation(MethodView):
+    @blp.arguments(SecretRotationSchema)
+    @blp.response(200, WebhookSecretSchema)
+    @blp.alt_response(409, schema=ErrorSchema, description=SAME_SECRET)
+    @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="rotateWebhookSecret")
+    def post(self, fields, webhook_id):
+        """Rotate a webhook's secret without downtime
+
+        The new secret (the one given, or a generated one) signs every delivery from now on;
+        for overlapHours (default 24) the current one signs them too: `webhook-signature`
+        then carries two `v1,` signatures separated by a space (the new secret's first),
+        `X-Service-Signature` the new secret's and `X-Service-Signature-Previous` the old
+        one's, so a receiver verifies with either secret until it has moved to the new one.
+        The answer (`Cache-Control: no-store`) is the only time the new secret is shown.
+        """
+        webhook, _ = webhook_service.rotate_secret(
+            tenant=current_tenant(), webhook_id=webhook_id, **fields
+        )
+        return webhook, NO_STORE
 
 
 @blp.route("/<webhook_id>/test")

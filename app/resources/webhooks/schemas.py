@@ -2,7 +2,12 @@
 
 from marshmallow import fields, validate
 
-from app.resources.common import PageArgsSchema, PaginationSchema, Schema
+from app.resources.common import (
+    PageArgsSchema,
+    PaginationSchema,
+    Schema,
+    previous_secret_expires_at,
+)
 from app.resources.fields import ReceiverUrl, StrictBoolean, Timestamp, UtcDateTime, unique_items
 from app.services.deliveries import STATUSES
 from app.services.events import EVENT_TYPES
@@ -33,7 +38,8 @@ class WebhookCreateSchema(Schema):
         validate=validate.Length(16, 256),
         metadata={
             "description": "Shared secret that signs deliveries (16–256 characters); "
-            "never returned."
+            "never returned. In a PATCH it replaces the secret at once: rotate-secret lets "
+            "the old one go on signing for a while."
         },
     )
 
@@ -69,6 +75,7 @@ class WebhookSchema(Schema):
             "description": "The last 4 characters of the secret (it is never returned).",
         },
     )
+    previous_secret_expires_at = previous_secret_expires_at()
     disabled_reason = fields.String(
         required=True,
         allow_none=True,
@@ -79,6 +86,15 @@ class WebhookSchema(Schema):
     )
     created_at = Timestamp(required=True)
     updated_at = Timestamp(required=True)
+
+
+class WebhookSecretSchema(WebhookSchema):
+    """A webhook whose secret was just rotated, with the new secret: shown only here."""
+
+    secret = fields.String(
+        required=True,
+        metadata={"description": "The new secret that signs its deliveries. Shown only here."},
+    )
 
 
 class WebhookListSchema(Schema):
