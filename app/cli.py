@@ -90,13 +90,8 @@ def audit_cli(
 ) -> None:
     """Record a change made from the CLI in its tenant's audit log; call it inside the
     transaction of the change, so both commit together."""
-    audit.record(
-        tenant_id=tenant_id,
-        action=action,
-        target_id=target_id,
-        actor_type="cli",
-        actor_label="CLI",
-        details=details,
+    audit.write(
+        audit.Actor.cli(), tenant_id=tenant_id, action=action, target_id=target_id, details=details
     )
 
 

@@ -369,7 +369,7 @@ class AuditEntry(BaseModel):
     # sign-in throttle, and no tenant sees it.
     tenant = pw.ForeignKeyField(Tenant, backref="audit_entries", on_delete="CASCADE", null=True)
     created_at = pw.DateTimeField(default=utcnow)
-    actor_type = pw.CharField(max_length=8)  # user | cli | system
+    actor_type = pw.CharField(max_length=8)  # api_key | user | cli | runtime | system
     actor_id = pw.CharField(max_length=32, null=True)  # e.g. a user's id; no foreign key
     actor_label = pw.CharField(max_length=255)  # e.g. an email (the one tried, on a failure), "CLI"
     action = pw.CharField(max_length=64)  # key.created, user.sign_in_failed, …

@@ -109,14 +109,11 @@ def require_change() -> None:
 def record_change(action: str, target_id: str | None = None, **details: Any) -> None:
     """Write the tenant's audit entry for a change made from the dashboard (who, what, which
     id, from where); call it in the view that made the change, after the service did."""
-    audit.record(
+    audit.write(
+        audit.Actor.user(g.user, request.remote_addr),
         tenant_id=g.tenant.id,
         action=action,
         target_id=target_id,
-        actor_type="user",
-        actor_id=g.user.id,
-        actor_label=g.user.email,
-        address=request.remote_addr,
         details=details,
     )
 

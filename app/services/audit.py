@@ -1,13 +1,15 @@
-"""Audit log: every change made from the dashboard or the CLI, per tenant, newest first."""
+"""Audit log: every change made from the API, the dashboard or the CLI, per tenant, newest
+first."""
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.models import AuditEntry, Tenant
+from app.models import ApiKey, AuditEntry, Tenant, User
 from app.services.pages import Page, paginate
 from app.util import new_id
 
-ACTOR_TYPES = ("user", "cli", "system")
+ACTOR_TYPES = ("api_key", "user", "cli", "runtime", "system")
 # Detail names that would hold a secret: an entry never stores one (a key is named by its id).
 SECRET_DETAILS = frozenset({"key", "apiKey", "password", "secret", "signingSecret", "token"})
 LABEL_LENGTH = AuditEntry.actor_label.max_length
@@ -17,6 +19,59 @@ ADDRESS_LENGTH = AuditEntry.address.max_length
 def _label(text: str) -> str:
     """The label as stored: a sign-in form may send an email of any length."""
     return text[:LABEL_LENGTH]
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who makes a change: services that change something take one as `actor=` and write
+    their audit entry with it, in the change's own transaction."""
+
+    type: str
+    label: str
+    id: str | None = None
+    address: str | None = None
+
+    @classmethod
+    def cli(cls) -> "Actor":
+        return cls(type="cli", label="CLI")
+
+    @classmethod
+    def runtime(cls) -> "Actor":
+        return cls(type="runtime", label="Runtime")
+
+    @classmethod
+    def system(cls) -> "Actor":
+        return cls(type="system", label="System")
+
+    @classmethod
+    def api_key(cls, key: ApiKey, address: str | None = None) -> "Actor":
+        """An API key, labelled by its name and prefix: `production (dkl_AbCd…)`."""
+        return cls(type="api_key", label=f"{key.name} ({key.prefix}…)", id=key.id, address=address)
+
+    @classmethod
+    def user(cls, user: User, address: str | None = None) -> "Actor":
+        return cls(type="user", label=user.email, id=user.id, address=address)
+
+
+def write(
+    actor: Actor,
+    *,
+    tenant_id: str | None,
+    action: str,
+    target_id: str | None = None,
+    details: dict[str, Any] | None = None,
+) -> AuditEntry:
+    """Write the entry for a change made by actor; call it inside the change's transaction."""
+    return record(
+        tenant_id=tenant_id,
+        action=action,
+        target_id=target_id,
+        actor_type=actor.type,
+        actor_id=actor.id,
+        actor_label=actor.label,
+        address=actor.address,
+        details=details,
+    )
 
 
 def record(
