@@ -143,16 +143,34 @@ def test_an_inbound_call_runs_from_the_greeting_to_its_billed_end(service, bots)
     )
     phone = Phone(bots.bot.url, WHOLE, line.did)
 
+    def turns_so_far() -> list[dict]:
+        calls = calls_of(service.base_url, line)
+        if not calls:
+            return []
+        path = f"/calls/{calls[0]['id']}/transcript"
+        return api(service.base_url, line.api_key, "GET", path)["turns"]
+
     async def conversation() -> None:
         await phone.dial()
         greeting = await phone.hear(since=0)
         assert greeting >= len("Halo, Acme here.") * 0.01 * 0.9
         for _ in CALLERS[WHOLE]:
             await phone.hear(since=await phone.say())
+        # Turns reach the service as they happen, not at the end: the call is still on.
+        deadline = asyncio.get_running_loop().time() + 10
+        while len(await asyncio.to_thread(turns_so_far)) < 6:
+            assert asyncio.get_running_loop().time() < deadline, "turns not posted during the call"
+            await asyncio.sleep(0.1)
+        assert calls_of(service.base_url, line)[0]["status"] == "answered"
         await phone.hang_up()
 
     run(conversation())
     call = ended_call(bots, line)
+    turns = api(service.base_url, line.api_key, "GET", f"/calls/{call['id']}/transcript")["turns"]
+    assert [turn["seq"] for turn in turns] == list(range(1, len(turns) + 1))
+    assert [f"{turn['role']}: {turn['text']}" for turn in turns] == call["transcriptSummary"].split(
+        "\n"
+    )
     assert (call["status"], call["hangupReason"], call["hangupInitiator"]) == (
         "ended",
         "normal",
@@ -171,9 +189,7 @@ def test_an_inbound_call_runs_from_the_greeting_to_its_billed_end(service, bots)
     usage = call["metadata"]["usage"]
     assert usage["llm"]["promptTokens"] > 0 and usage["tts"]["characters"] > 0
     assert usage["stt"]["audioSeconds"] > 0
-    # The cost of that usage: in the call's costBreakdown once the service takes one, in its
-    # metadata until then.
-    costs = call.get("costBreakdown") or call["metadata"]["costBreakdown"]
+    costs = call["costBreakdown"]
     assert costs["tts"] == usage["tts"]["characters"] and costs["telephony"] == 500
     assert costs["llm"] > 0 and costs["stt"] > 0 and costs["other"] == 0
     assert call["aiCostIdr"] == sum(costs.values())
