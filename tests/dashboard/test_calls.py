@@ -309,7 +309,11 @@ def test_a_call_without_turns_recording_or_breakdown_says_so(signed_in, runtime_
     text = signed_in.get(f"/dashboard/calls/{call_id}").get_data(True)
     assert "No conversation was reported for this call." in text
     assert "The runtime reported no cost breakdown for this call." in text
-    assert "Listen to the recording" not in text and "none reported" in text
+    assert "Listen to the recording" not in text
+    # What the runtime did not report says so, never an empty cell.
+    for label in ("Recording", "Provider call id", "Transcript summary", "Metadata"):
+        assert re.search(rf"<dt>{label}</dt><dd><span class=\"muted\">none reported</span>", text)
+    assert '<dt>Variables</dt><dd><span class="muted">none</span></dd>' in text
 
 
 def test_the_detail_shows_the_calls_variables(signed_in, runtime_headers, did):
