@@ -5,7 +5,7 @@ from http import HTTPStatus
 from typing import Any
 
 import marshmallow as ma
-from flask import Flask, g, jsonify, request
+from flask import Flask, g, jsonify
 from werkzeug.exceptions import HTTPException
 
 from app.util import new_id
@@ -189,12 +189,6 @@ def handle_app_error(error: AppError):
 
 
 def handle_http_exception(error: HTTPException):
-    if request.path.startswith("/dashboard/"):
-        # A dashboard URL that matched no page (routing errors reach only the app's
-        # handlers): an HTML page like the dashboard's own errors.
-        from app.dashboard import http_error
-
-        return http_error(error)
     status = error.code or 500
     data = getattr(error, "data", None) or {}
     headers = dict(data.get("headers") or {})

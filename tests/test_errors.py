@@ -31,6 +31,14 @@ def test_unknown_route_is_not_found(client, headers):
     assert_error(client.get("/api/v1/nothing-here", headers=headers), 404, "not_found")
 
 
+def test_unknown_dashboard_page_is_an_html_page(client):
+    """A URL under /dashboard/ that matches no page answers as the dashboard's pages do."""
+    response = client.get("/dashboard/nothing-here")
+    assert response.status_code == 404
+    assert response.content_type.startswith("text/html")
+    assert "<html" in response.text.lower()
+
+
 def test_wrong_method_is_method_not_allowed(client, headers):
     response = client.put("/api/v1/agents", json={}, headers=headers)
     assert_error(response, 405, "method_not_allowed")

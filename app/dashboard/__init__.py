@@ -27,6 +27,7 @@ from flask import (
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
+from app import errors
 from app.errors import AppError
 from app.resources.guards import refuse_nul_characters
 from app.services import audit
@@ -240,6 +241,15 @@ def http_error(error: HTTPException):
     )
 
 
+def routing_error(error: HTTPException):
+    """An error raised before any view was chosen (a URL that matched no page) reaches only the
+    app's handlers: under /dashboard/ it is an HTML page like the dashboard's own errors,
+    elsewhere the API's error body."""
+    if request.path.startswith("/dashboard/"):
+        return http_error(error)
+    return errors.handle_http_exception(error)
+
+
 def front_page():
     """What the service's address shows in a browser: the dashboard (its sign-in page)."""
     return redirect(url_for("dashboard.overview"))
@@ -279,5 +289,6 @@ def init_app(app) -> None:
     )
 
     app.register_blueprint(bp)
+    app.register_error_handler(HTTPException, routing_error)  # replaces errors.py's own
     app.add_url_rule("/", "front_page", front_page)
     app.add_url_rule("/favicon.ico", "favicon", favicon)
