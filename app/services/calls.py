@@ -559,7 +559,8 @@ def release_lapsed_holds(limit: int = 500) -> int:
         )
         closed: list[Call] = []
         holds: dict[str, list[int]] = {}
-        for call_id, started_at in query.tuples():
+        rows = cast(list[tuple[str, datetime]], list(query.tuples()))
+        for call_id, started_at in rows:
             # Conditional, so of a call's end and of two sweepers, one closes the call.
             call = _update_if(
                 call_id,
