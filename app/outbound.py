@@ -70,6 +70,10 @@ NAT64 = ipaddress.ip_network("64:ff9b::/96")
 IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 
 
+# What a name that resolves to a blocked address and one that does not resolve both report.
+NO_PUBLIC_ADDRESS = "The host name does not resolve to a public address."
+
+
 class OutboundError(Exception):
     """Base of every error of an outgoing request."""
 
@@ -126,6 +130,13 @@ def is_ip_literal(host: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def is_loopback_name(host: str) -> bool:
+    """localhost and the names under it, loopback by definition (RFC 6761): refused by name,
+    which tells nothing about the service's resolver."""
+    name = host.lower()
+    return name == "localhost" or name.endswith(".localhost")
 
 
 def canonical_host(host: str) -> str:
@@ -197,11 +208,12 @@ class AddressGuard:
             return
         for address in addresses:
             if is_blocked(ipaddress.ip_address(address)):
-                # A name's address is not told: the answers of the service's own resolver
-                # would map the internal network for whoever registers names to try.
+                # A name's address is not told, nor whether it resolved at all: the answers
+                # of the service's own resolver would map the internal network for whoever
+                # registers names to try.
                 if is_ip_literal(host):
                     raise BlockedAddress(f"{host} is a private or reserved address.")
-                raise BlockedAddress(f"{host} resolves to a private or reserved address.")
+                raise BlockedAddress(NO_PUBLIC_ADDRESS)
 
     def addresses(self, host: str, port: int) -> list[str]:
         """The vetted addresses of host; raises UnsafeURL (BlockedAddress) or socket.gaierror.
@@ -211,6 +223,8 @@ class AddressGuard:
         sender reports it as an outbound error like any other.
         """
         host = canonical_host(host)
+        if is_loopback_name(host) and not self.allow_private:
+            raise BlockedAddress(f"{host} is a private or reserved address.")
         try:
             found = [host] if is_ip_literal(host) else self.resolver(host, port)
             if not found:
@@ -221,14 +235,15 @@ class AddressGuard:
         return found
 
 
-def check_url(url: str, *, allow_private: bool, resolve_host: bool = True) -> None:
+def check_url(url: str, *, allow_private: bool) -> None:
     """Raise UnsafeURL unless url may receive requests (also used when it is registered).
 
     https only (http too when private URLs are allowed), no user info, at most 2,048
     characters, and a host the sender can send to (target_host: an IP address or a valid
-    host name, however written) whatever the policy, and, unless private URLs are allowed,
-    that is not and does not resolve to a blocked address. A valid name that does not resolve
-    at all is accepted here: delivery checks it again on every attempt.
+    host name, however written) whatever the policy, and, unless private URLs are allowed, no
+    blocked IP address. A host name is not resolved here: one that resolves to a blocked
+    address and one that does not resolve are registered alike (answering differently would
+    map the internal network), and the sender resolves and vets the name on every request.
     """
     if len(url) > MAX_URL_LENGTH:
         raise UnsafeURL(f"The URL is longer than {MAX_URL_LENGTH} characters.")
@@ -236,7 +251,8 @@ def check_url(url: str, *, allow_private: bool, resolve_host: bool = True) -> No
         raise UnsafeURL("The URL must not contain spaces or control characters.")
     try:
         parts = urlsplit(url)
-        port = parts.port
+        if parts.port == 0:
+            raise ValueError("port 0 is not a port")
     except ValueError as exc:
         raise UnsafeURL(f"The URL is not valid: {exc}.") from None
     schemes = ("http", "https") if allow_private else ("https",)
@@ -247,16 +263,10 @@ def check_url(url: str, *, allow_private: bool, resolve_host: bool = True) -> No
     if not parts.hostname:
         raise UnsafeURL("The URL has no host.")
     host = target_host(url)  # under any policy: no request could ever be sent otherwise
-    if is_ip_literal(host):
-        if not allow_private:
-            AddressGuard().vet(host, [host])
-        return
-    if allow_private or not resolve_host:
-        return
-    try:
-        AddressGuard().addresses(host, port or DEFAULT_PORTS[parts.scheme.lower()])
-    except OSError:
-        return  # the name does not resolve (yet)
+    if is_loopback_name(host) and not allow_private:
+        raise BlockedAddress(f"{host} is a private or reserved address.")
+    if is_ip_literal(host) and not allow_private:
+        AddressGuard().vet(host, [host])
 
 
 class GuardedAdapter(HTTPAdapter):
@@ -379,7 +389,7 @@ class Sender:
         off once it has taken that long. `total`, when given, bounds everything: connecting,
         waiting and reading.
         """
-        check_url(url, allow_private=self.allow_private, resolve_host=False)
+        check_url(url, allow_private=self.allow_private)
         started = time.monotonic()
         deadline = started + (total if total is not None else timeout[0] + timeout[1])
         # With a total, urllib3 shortens the read timeout by the time connecting took.
@@ -449,7 +459,7 @@ def _describe(exc: Exception, fallback: str) -> str:
     if "ssl" in type(reason).__name__.lower() or "certificate" in text.lower():
         return "TLS failed: " + text[:200]
     if isinstance(reason, socket.gaierror):
-        return "The host name could not be resolved."
+        return NO_PUBLIC_ADDRESS
     if isinstance(reason, ConnectionRefusedError):
         return "The connection was refused."
     return (text[:200] or fallback) if not text.startswith("<") else fallback

@@ -91,18 +91,32 @@ def test_check_url_refuses_bad_urls(url, message):
         outbound.check_url(url, allow_private=False)
 
 
-def test_check_url_refuses_a_name_that_resolves_to_a_private_address(monkeypatch):
+def test_registration_answers_alike_for_a_name_resolving_internally_and_one_that_does_not(
+    monkeypatch,
+):
+    """Registration tells nothing of what the service's resolver answers: a name resolving to
+    a blocked address, one that does not resolve and a public one are all accepted, without a
+    lookup; the sender refuses the first two on every attempt, with one and the same reason."""
+    looked_up = []
     answers = {"internal.example.com": "10.1.2.3", "hooks.example.com": "93.184.216.34"}
 
     def getaddrinfo(host, port, *args, **kwargs):
+        looked_up.append(host)
+        if host not in answers:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answers[host], port))]
 
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    with pytest.raises(outbound.BlockedAddress) as refused:
-        outbound.check_url("https://internal.example.com/in", allow_private=False)
-    # The name is refused without telling what the service's resolver answered for it.
-    assert str(refused.value) == "internal.example.com resolves to a private or reserved address."
-    outbound.check_url("https://hooks.example.com/in", allow_private=False)
+    for host in ("internal.example.com", "nowhere.example.com", "hooks.example.com"):
+        outbound.check_url(f"https://{host}/in", allow_private=False)
+    assert looked_up == []
+    sender = outbound.Sender(allow_private=False)
+    reasons = []
+    for host in ("internal.example.com", "nowhere.example.com"):
+        with pytest.raises(outbound.OutboundError) as refused:
+            sender.send("POST", f"https://{host}/in", timeout=(3, 5))
+        reasons.append(str(refused.value))
+    assert reasons == [outbound.NO_PUBLIC_ADDRESS] * 2
 
 
 # Hosts no request can be sent to; names under .test never resolve anywhere.
@@ -273,7 +287,7 @@ def test_sender_refuses_a_name_resolving_to_loopback_before_connecting():
 
 def test_sender_refuses_when_any_resolved_address_is_blocked():
     sender = outbound.Sender(allow_private=False, resolver=fixed("93.184.216.34", "10.0.0.1"))
-    with pytest.raises(outbound.BlockedAddress, match="hooks.example.com resolves to a private"):
+    with pytest.raises(outbound.BlockedAddress, match="does not resolve to a public address"):
         sender.send("POST", "https://hooks.example.com/in", timeout=(3, 5))
 
 
@@ -315,7 +329,7 @@ def test_sender_checks_the_answer_at_connect_time_not_before():
     answers = iter([["93.184.216.34"], ["127.0.0.1"]])
     sender = outbound.Sender(allow_private=False, resolver=lambda host, port: next(answers))
     sender.guard.addresses("rebind.example.com", 443)  # the check made at registration
-    with pytest.raises(outbound.BlockedAddress, match="rebind.example.com resolves to a private"):
+    with pytest.raises(outbound.BlockedAddress, match="does not resolve to a public address"):
         sender.send("POST", "https://rebind.example.com/in", timeout=(3, 5))
 
 

@@ -13,12 +13,14 @@ from app.services.calls import (
     COST_COMPONENTS,
     DIRECTIONS,
     END_STATUSES,
+    MAX_METADATA_BYTES,
     MAX_TURN_BYTES,
     MAX_TURNS,
     MAX_VARIABLE_LENGTH,
     MAX_VARIABLES,
     TURN_ROLES,
     VARIABLE_NAME,
+    metadata_bytes,
 )
 
 E164_ERROR = "Must be an international number such as +6221555010."
@@ -27,6 +29,11 @@ MAX_CALL_MS = MAX_CALL_SECONDS * 1000
 # A recording's address: https, a host name or address (no user info), an optional port,
 # then printable ASCII. The whole rule: the dashboard shows it as a link.
 RECORDING_URL = r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?([/?#][!-~]*)?$"
+
+
+def metadata_size(value: dict[str, Any]) -> None:
+    if metadata_bytes(value) > MAX_METADATA_BYTES:
+        raise ValidationError(f"At most {MAX_METADATA_BYTES:,} bytes as compact JSON.")
 
 
 def at_most_variables(value: dict[str, Any]) -> None:
@@ -216,13 +223,24 @@ class CallEndSchema(Schema):
     ended_at = UtcDateTime(
         metadata={"description": "When it ended (default: now)."},
     )
-    metadata = fields.Dict(metadata={"description": "Merged into the call's metadata."})
+    metadata = fields.Dict(
+        validate=metadata_size,
+        metadata={
+            "description": "Merged into the call's metadata; at most 16 KiB "
+            f"({MAX_METADATA_BYTES:,} bytes) as compact JSON, merged included."
+        },
+    )
 
     @validates_schema(skip_on_field_errors=False)
     def reports_the_cost(self, data: dict[str, Any], **kwargs: Any) -> None:
         # Beside the other fields' errors: a report missing everything names every field.
         if "ai_cost_idr" not in data and "cost_breakdown" not in data:
             raise ValidationError("Send aiCostIdr, costBreakdown or both.", "aiCostIdr")
+
+    @validates_schema
+    def talks_no_longer_than_it_lasts(self, data: dict[str, Any], **kwargs: Any) -> None:
+        if data["talk_time_seconds"] > data["duration_seconds"]:
+            raise ValidationError("Must not be more than durationSeconds.", "talkTimeSeconds")
 
 
 class TurnSchema(Schema):

@@ -5,6 +5,7 @@ Steps that must happen once (answering, ending) are conditional UPDATEs on the s
 two processes reporting the same step at once change and charge the call exactly once.
 """
 
+import json
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
@@ -24,6 +25,10 @@ from app.util import isoformat, new_id, utcnow
 STATUSES = ("ringing", "answered", "ended", "dropped", "failed")
 END_STATUSES = ("ended", "dropped", "failed")
 OPEN_STATUSES = ("ringing", "answered")
+# A call's metadata, as compact JSON: what the runtime sends and what the call keeps merged.
+MAX_METADATA_BYTES = 16 * 1024
+# The hangupReason of a call closed because its runtime never reported its end.
+RUNTIME_LOST = "runtime_lost"
 DIRECTIONS = ("inbound", "outbound")
 REJECTIONS = ("no_agent", "concurrency_limit", "no_credits")
 REJECTION_MESSAGES = {
@@ -415,6 +420,10 @@ def answer_call(*, call_id: str, answered_at: datetime | None = None) -> Call:
     return call
 
 
+def metadata_bytes(metadata: dict[str, Any]) -> int:
+    return len(json.dumps(metadata, separators=(",", ":"), ensure_ascii=False).encode())
+
+
 def _illegal(call: Call, target: str) -> Conflict:
     return Conflict(
         f"A call that is {call.status} cannot become {target}.",
@@ -487,12 +496,36 @@ def end_call(
             reservation_expires_at=None,  # the hold is released below
             **costs,
         )
+        if metadata or ended_at:
+            known = _runtime_call(call_id)
+            if ended_at and ended_at < known.started_at:
+                raise ValidationFailed(
+                    "Invalid value for endedAt.",
+                    details={"endedAt": ["Must not be before the call's start."]},
+                )
         if metadata:
             # Merged with what the call holds; only the one changing UPDATE writes it.
-            values["metadata"] = {**_runtime_call(call_id).metadata, **metadata}
+            values["metadata"] = merged = {**known.metadata, **metadata}
+            if metadata_bytes(merged) > MAX_METADATA_BYTES:
+                raise ValidationFailed(
+                    "Invalid value for metadata.",
+                    details={
+                        "metadata": [
+                            f"Merged with the call's, at most {MAX_METADATA_BYTES:,} bytes "
+                            "as compact JSON."
+                        ]
+                    },
+                )
         call = _update_if(call_id, Call.status.in_(OPEN_STATUSES), **values)
         if call is None:
             call = _runtime_call(call_id)  # NotFound when there is no such call
+            if call.hangup_reason == RUNTIME_LOST:
+                raise Conflict(
+                    "The call was closed as runtime_lost when its hold lapsed; its end is "
+                    "no longer taken and nothing is charged.",
+                    code="call_not_active",
+                    details={"status": call.status, "hangupReason": RUNTIME_LOST},
+                )
             if call.status == status:
                 return call
             raise _illegal(call, status)
@@ -502,8 +535,6 @@ def end_call(
             data=_ended_data(call),
             occurred_at=call.ended_at,
         )
-        # reserved_minutes is 0 when the hold lapsed before the end was reported: its slot
-        # was freed then, with the hold.
         billing.charge_call(
             tenant_id=call.tenant_id, call_id=call.id, minutes=minutes, held=call.reserved_minutes
         )
@@ -511,38 +542,50 @@ def end_call(
 
 
 def release_lapsed_holds(limit: int = 500) -> int:
-    """Release the holds and concurrent-call slots of calls still open long after their
-    allowance (the runtime never reported their end), so the minutes and slots are available
-    again; how many were released.
+    """Close the calls still open long after their allowance (the runtime never reported
+    their end) as failed with hangupReason runtime_lost, charging nothing, and free their
+    holds and concurrent-call slots; how many were closed.
 
-    The calls stay open (only the runtime reports how a call ended); their reserved_minutes
-    become 0, so their end, if it comes, releases nothing again.
+    Each closed call emits call.ended like any end. A late end for such a call answers 409
+    call_not_active (end_call), so a lost runtime never overdraws a tenant.
     """
     now = utcnow()
     with database.atomic():
         query = (
-            Call.select(Call.id, Call.tenant, Call.reserved_minutes)
+            Call.select(Call.id, Call.started_at)
             .where(Call.reservation_expires_at < now)
+            .order_by(Call.id)
             .limit(limit)
         )
-        rows = cast(list[tuple[str, str, int]], list(query.tuples()))
-        lapsed = {call_id: (tenant_id, minutes) for call_id, tenant_id, minutes in rows}
-        if not lapsed:
-            return 0
-        # Conditional, so of a call's end and of two sweepers, one releases the hold.
-        taken = list(
-            Call.update(reservation_expires_at=None, reserved_minutes=0)
-            .where(Call.id.in_(list(lapsed)) & (Call.reservation_expires_at < now))
-            .returning(Call.id)
-            .tuples()
-            .execute()
-        )
+        closed: list[Call] = []
         holds: dict[str, list[int]] = {}
-        for (call_id,) in taken:
-            tenant_id, minutes = lapsed[call_id]
-            holds.setdefault(tenant_id, []).append(minutes)
+        rows = cast(list[tuple[str, datetime]], list(query.tuples()))
+        for call_id, started_at in rows:
+            # Conditional, so of a call's end and of two sweepers, one closes the call.
+            call = _update_if(
+                call_id,
+                (Call.reservation_expires_at < now) & Call.status.in_(OPEN_STATUSES),
+                status="failed",
+                ended_at=now,
+                duration_seconds=max(0, int((now - started_at).total_seconds())),
+                talk_time_seconds=0,
+                billed_minutes=0,
+                hangup_reason=RUNTIME_LOST,
+                hangup_initiator="system",
+                reservation_expires_at=None,
+            )
+            if call is None:
+                continue
+            closed.append(call)
+            holds.setdefault(call.tenant_id, []).append(call.reserved_minutes)
+            events.emit(
+                tenant_id=call.tenant_id,
+                type="call.ended",
+                data=_ended_data(call),
+                occurred_at=call.ended_at,
+            )
         billing.release_holds(holds)
-    return len(taken)
+    return len(closed)
 
 
 def _append_turns(call_id: str, turns: list[dict[str, Any]]) -> Call:

@@ -106,8 +106,11 @@ def test_a_lapsed_hold_frees_the_slot_and_its_late_end_frees_nothing(
     again = start(client, runtime_headers, did)
     assert again.status_code == 201
     assert active_calls(tenant) == 2
-    answer(client, runtime_headers, lost)
-    assert end(client, runtime_headers, lost).status_code == 200
+    answer_late = client.post(
+        f"/internal/v1/calls/{lost}/answered", json={}, headers=runtime_headers
+    )
+    assert answer_late.status_code == 409
+    assert_error(end(client, runtime_headers, lost), 409, "call_not_active")
     assert active_calls(tenant) == 2
     for call_id in (kept, again.json["id"]):
         answer(client, runtime_headers, call_id)

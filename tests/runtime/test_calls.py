@@ -151,29 +151,45 @@ def test_talk_beyond_the_allowance_overdraws_by_at_most_the_excess(
     assert (refreshed.balance_minutes, refreshed.reserved_minutes) == (-1, 0)
 
 
-def test_the_hold_of_a_call_never_reported_ended_lapses(
+def test_a_call_whose_hold_lapses_is_closed_as_runtime_lost_and_its_late_end_refused(
     client, headers, runtime_headers, tenant, did
 ):
     billing._move(tenant_id=tenant.id, type="adjustment", minutes=-80)
     lost = start(client, runtime_headers, did).json
     kept = start(client, runtime_headers, did).json
     assert credits(client, headers) == (20, 20, 0)
+    answer(client, runtime_headers, lost["id"])
     # The runtime never reports the first call's end: its hold outlives the allowance by
-    # the grace period, then lapses. The call itself stays open.
+    # the grace period, then lapses, and the call is closed, charging nothing.
     Call.update(reservation_expires_at=utcnow() - timedelta(seconds=1)).where(
         Call.id == lost["id"]
     ).execute()
     assert call_service.release_lapsed_holds() == 1
     assert call_service.release_lapsed_holds() == 0
     assert credits(client, headers) == (20, 10, 10)
-    assert Call.get_by_id(lost["id"]).status == "ringing"
-    # Its late end charges its minutes and releases nothing a second time.
-    answer(client, runtime_headers, lost["id"])
-    assert end(client, runtime_headers, lost["id"], talkTimeSeconds=120).status_code == 200
-    assert credits(client, headers) == (18, 10, 8)
+    closed = Call.get_by_id(lost["id"])
+    assert (closed.status, closed.hangup_reason, closed.hangup_initiator) == (
+        "failed",
+        "runtime_lost",
+        "system",
+    )
+    assert closed.billed_minutes == 0 and closed.ended_at is not None
+    ended = Event.get((Event.type == "call.ended") & (Event.call_id == lost["id"]))
+    assert ended.data["hangupReason"] == "runtime_lost"
+    # Its late end (the probe's overdraw: 10 minutes past the allowance) is refused and
+    # charges nothing: the balance never goes below what the calls were allowed.
+    late = end(client, runtime_headers, lost["id"], durationSeconds=1210, talkTimeSeconds=1200)
+    assert_error(late, 409, "call_not_active")
+    assert late.json["error"]["details"] == {"status": "failed", "hangupReason": "runtime_lost"}
+    assert credits(client, headers) == (20, 10, 10)
     answer(client, runtime_headers, kept["id"])
-    assert end(client, runtime_headers, kept["id"], talkTimeSeconds=60).status_code == 200
-    assert credits(client, headers) == (17, 0, 17)
+    assert (
+        end(
+            client, runtime_headers, kept["id"], durationSeconds=610, talkTimeSeconds=600
+        ).status_code
+        == 200
+    )
+    assert credits(client, headers) == (10, 0, 10)
 
 
 def test_a_hold_stands_for_the_allowance_and_the_grace(client, runtime_headers, did):
@@ -397,16 +413,17 @@ def test_ended_charges_started_minutes_once(client, runtime_headers, tenant, did
 def test_ended_returns_the_detail_of_the_call(client, runtime_headers, did):
     call_id = start(client, runtime_headers, did).json["id"]
     answer(client, runtime_headers, call_id)
+    ended_at = (utcnow() + timedelta(minutes=2)).replace(microsecond=0)
     response = end(
         client,
         runtime_headers,
         call_id,
-        endedAt="2026-03-01T10:00:00Z",
+        endedAt=ended_at.isoformat() + "Z",
         metadata={"crm": "lead-9"},
     )
     body = response.json
     assert response.status_code == 200
-    assert body["endedAt"] == "2026-03-01T10:00:00.000Z"
+    assert body["endedAt"] == ended_at.isoformat() + ".000Z"
     assert (body["durationSeconds"], body["talkTimeSeconds"], body["aiCostIdr"]) == (95, 80, 1200)
     assert (body["hangupReason"], body["hangupInitiator"]) == ("normal", "caller")
     assert body["billedMinutes"] == 2 and body["metadata"] == {"crm": "lead-9"}
@@ -640,3 +657,34 @@ def test_event_data_types_follow_the_spec(client, runtime_headers, did):
             expected = str if name in strings else int
             assert name in strings | integers, name
             assert type(value) is expected, (event.type, name, value)
+
+
+def test_ended_bounds_metadata_talk_time_and_the_end(client, runtime_headers, did):
+    """A runtime cannot store megabytes of metadata on a call, report more talk than the call
+    lasted, or end a call before it started: 422 naming the field, nothing changed."""
+    call_id = start(client, runtime_headers, did).json["id"]
+    answer(client, runtime_headers, call_id)
+    big = {"blob": "x" * (16 * 1024)}
+    response = end(client, runtime_headers, call_id, metadata=big)
+    assert_error(response, 422, "validation_error")
+    assert "metadata" in response.json["error"]["details"]
+    response = end(client, runtime_headers, call_id, durationSeconds=60, talkTimeSeconds=61)
+    assert_error(response, 422, "validation_error")
+    assert response.json["error"]["details"] == {
+        "talkTimeSeconds": ["Must not be more than durationSeconds."]
+    }
+    before = (utcnow() - timedelta(hours=1)).replace(microsecond=0).isoformat() + "Z"
+    response = end(client, runtime_headers, call_id, endedAt=before)
+    assert_error(response, 422, "validation_error")
+    assert response.json["error"]["details"] == {
+        "endedAt": ["Must not be before the call's start."]
+    }
+    assert Call.get_by_id(call_id).status == "answered"
+    # Just under the bound is taken; merged with what the call holds, it must stay under too.
+    Call.update(metadata={"crm": "y" * 9000}).where(Call.id == call_id).execute()
+    response = end(client, runtime_headers, call_id, metadata={"notes": "z" * 9000})
+    assert_error(response, 422, "validation_error")
+    assert "metadata" in response.json["error"]["details"]
+    fits = {"blob": "x" * (16 * 1024 - 20)}
+    Call.update(metadata={}).where(Call.id == call_id).execute()
+    assert end(client, runtime_headers, call_id, metadata=fits).status_code == 200
