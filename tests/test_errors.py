@@ -7,6 +7,9 @@ import pytest
 import requests
 from werkzeug.serving import make_server
 
+from app.db import database
+from app.models import Agent, Tenant
+from app.util import new_id
 from tests.helpers import assert_error
 
 
@@ -97,6 +100,54 @@ def test_unexpected_error_is_internal_error_without_internals(app, client, heade
     assert "secret internals" not in response.get_data(as_text=True)
     assert error["details"] == {}
     assert "secret internals" in caplog.text
+
+
+def test_write_refused_by_a_unique_index_is_conflict(app, client, headers, tenant):
+    """Whatever view meets it (two identical creates in a race): 409 conflict, never a 500."""
+
+    @app.post("/api/v1/duplicate")
+    def duplicate():
+        with database.atomic():
+            Tenant.create(id=new_id("ten"), name=tenant.name)
+        return {}
+
+    response = client.post("/api/v1/duplicate", headers=headers)
+    assert_error(response, 409, "conflict")
+    assert response.get_json() == {
+        "error": {
+            "code": "conflict",
+            "message": "A record with the same unique value exists already.",
+            "details": {},
+            "requestId": response.headers["X-Request-Id"],
+        }
+    }
+    assert Tenant.select().count() == 1
+
+
+def test_write_refused_by_a_foreign_key_is_conflict(app, client, headers):
+    @app.post("/api/v1/orphan")
+    def orphan():
+        with database.atomic():
+            Agent.create(id=new_id("agt"), tenant="ten_gone", name="x", system_prompt="x")
+        return {}
+
+    error = assert_error(client.post("/api/v1/orphan", headers=headers), 409, "conflict")
+    assert error["message"] == "The request refers to a record that no longer exists."
+
+
+def test_other_constraint_is_internal_error(app, client, headers, caplog):
+    """A NOT NULL refused is a bug of the service, not a conflict: logged, 500."""
+
+    @app.post("/api/v1/incomplete")
+    def incomplete():
+        with database.atomic():
+            Tenant.insert(id=new_id("ten"), name=None).execute()
+        return {}
+
+    with caplog.at_level(logging.ERROR):
+        response = client.post("/api/v1/incomplete", headers=headers)
+    assert_error(response, 500, "internal_error")
+    assert "unhandled error" in caplog.text
 
 
 def test_every_response_has_request_id(client, headers):

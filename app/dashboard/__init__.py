@@ -10,6 +10,7 @@ import secrets
 from functools import wraps
 from typing import Any
 
+import peewee as pw
 from flask import (
     Blueprint,
     Response,
@@ -268,6 +269,13 @@ def unexpected_error(error: Exception):
     log.exception("unhandled error", exc_info=error)
     message = "Something went wrong on our side; it has been logged. Try again in a moment."
     return render_template("dashboard/error.html", status=500, message=message), 500
+
+
+@bp.errorhandler(pw.IntegrityError)
+def integrity_error(error: pw.IntegrityError):
+    """A write refused by a unique index or a foreign key (a race): a conflict, as in the API."""
+    conflict = errors.integrity_conflict(error)
+    return unexpected_error(error) if conflict is None else app_error(conflict)
 
 
 def init_app(app) -> None:

@@ -2,6 +2,8 @@
 
 import pytest
 
+from app.db import database
+from app.models import Tenant
 from app.services import audit
 from app.services import users as user_service
 from tests.dashboard.conftest import PASSWORD, csrf_token, sign_in
@@ -209,3 +211,16 @@ def test_the_client_address_is_the_proxys_unless_proxies_are_trusted(app_config,
         )
         [entry] = audit.AuditEntry.select()
         assert entry.address == address
+
+
+def test_a_write_refused_by_a_unique_index_is_a_conflict_page(app, client, tenant, owner):
+    def duplicate():
+        with database.atomic():
+            Tenant.create(id="ten_twin", name=tenant.name)
+
+    # An endpoint of the dashboard's blueprint, so that its handlers answer.
+    app.add_url_rule("/dashboard/duplicate", "dashboard.duplicate", duplicate)
+    sign_in(client, owner.email)
+    response = client.get("/dashboard/duplicate")
+    assert response.status_code == 409 and response.content_type.startswith("text/html")
+    assert "A record with the same unique value exists already." in response.get_data(True)
