@@ -291,9 +291,12 @@ def test_endpoint_must_be_a_public_https_url(app, client, headers, agent_id, end
 
 
 @pytest.mark.parametrize("allow_private", [True, False])
-def test_endpoint_must_have_a_valid_host_name(app, client, headers, agent_id, allow_private):
+@pytest.mark.parametrize("endpoint", ["https://a..b/orders", "https://xn--/h"])
+def test_endpoint_must_have_a_valid_host_name(
+    app, client, headers, agent_id, allow_private, endpoint
+):
     app.config["ALLOW_PRIVATE_URLS"] = allow_private
-    response = create(client, headers, agent_id, endpoint="https://a..b/orders")
+    response = create(client, headers, agent_id, endpoint=endpoint)
     error = assert_error(response, 422, "validation_error")
     assert list(error["details"]) == ["endpoint"]
     assert "not a valid host name" in error["details"]["endpoint"][0]
