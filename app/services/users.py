@@ -12,6 +12,7 @@ from werkzeug.security import check_password_hash, generate_password_hash
 from app.db import database
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Tenant, User, UserSession
+from app.services import limits
 from app.util import new_id, utcnow
 
 ROLES = ("owner", "admin", "viewer")
@@ -58,6 +59,7 @@ def create_user(*, tenant: Tenant, email: str, password: str, role: str) -> User
     with database.atomic():
         if User.select().where(User.email == email).exists():
             raise Conflict(f"A user with the email {email} exists already.")
+        limits.check(tenant.id, "users")
         return User.create(
             id=new_id("usr"),
             tenant=tenant,
