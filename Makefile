@@ -55,6 +55,10 @@ test: install-dev lint
 		echo "make test needs Chromium for the browser tests (set CHROMIUM=/path/to/chromium to use another)."; \
 		echo "Install it: apt-get install chromium (Debian)"; \
 		exit 1; }
+	@command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || { \
+		echo "make test needs nginx for the deployment test (tests/test_nginx.py)."; \
+		echo "Install it: apt-get install nginx (Debian)"; \
+		exit 1; }
 	@command -v npm >/dev/null || { \
 		echo "make test needs npm for the TypeScript client test (tests/test_typescript_client.py)."; \
 		echo "Install it: apt-get install npm (Debian)"; \

@@ -9,6 +9,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app import auth, db, errors, logs, metrics, queue, ratelimit
 from app import config as default_config
+from app.bodies import MeasuredBodies
 from app.encoding import OrjsonProvider
 from app.extensions import api
 from app.resources.guards import refuse_oversized_head
@@ -67,6 +68,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     json_provider.sort_keys = False  # responses keep the schemas' field order
     app.json = json_provider
 
+    app.wsgi_app = MeasuredBodies(app.wsgi_app, app.config["MAX_CONTENT_LENGTH"])  # type: ignore[method-assign]
     if app.config["TRUSTED_PROXIES"]:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=app.config["TRUSTED_PROXIES"])  # type: ignore[method-assign]
     db.init_app(app)

@@ -538,8 +538,8 @@ def db_backup(path: str) -> None:
 @click.option("--batch-size", type=click.IntRange(min=1), default=500, show_default=True)
 @user_errors
 def maintenance_prune(days: int | None, batch_size: int) -> None:
-    """Delete delivery attempts and finished events older than the retention, and
-    idempotency keys older than 24 hours."""
+    """Delete delivery attempts and finished events older than the retention, idempotency
+    keys older than 24 hours and dashboard sessions older than a week."""
     if days is None:
         days = current_app.config["RETENTION_DAYS"]
     counts = maintenance.prune(older_than_days=days, batch_size=batch_size)
@@ -548,6 +548,7 @@ def maintenance_prune(days: int | None, batch_size: int) -> None:
         f"and {counts['events']} events older than {days} days."
     )
     click.echo(f"Deleted {counts['keys']} idempotency keys older than 24 hours.")
+    click.echo(f"Deleted {counts['sessions']} dashboard sessions older than a week.")
 
 
 # The short conversation `calls simulate --turns` reports.

@@ -26,6 +26,14 @@ RATELIMIT_ENABLED = True
 # it the request's process is taken for dead and a repeat may run the request again.
 IDEMPOTENCY_LEASE_SECONDS = 60
 
+# Caps per tenant (409 limit_reached beyond): one tenant's bulk is never every tenant's cost.
+MAX_WEBHOOKS_PER_TENANT = 50
+MAX_AGENTS_PER_TENANT = 1000
+MAX_FUNCTIONS_PER_AGENT = 64
+MAX_ACTIVE_KEYS_PER_TENANT = 100
+MAX_USERS_PER_TENANT = 20
+MAX_CONTACTS_PER_CAMPAIGN = 10000
+
 # flask maintenance prune deletes delivery attempts and finished events older than this.
 RETENTION_DAYS = 30
 

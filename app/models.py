@@ -81,6 +81,15 @@ class User(BaseModel):
     disabled_at = pw.DateTimeField(null=True)
 
 
+class UserSession(BaseModel):
+    """A signed-in dashboard session, named by the id in the session cookie: signing out
+    deletes it, so a copy of the cookie taken before is refused afterwards."""
+
+    id = pw.CharField(max_length=64, primary_key=True)  # random, in the signed cookie
+    user = pw.ForeignKeyField(User, backref="sessions", on_delete="CASCADE")
+    created_at = pw.DateTimeField(default=utcnow, index=True)
+
+
 class Agent(BaseModel):
     id = id_field()
     tenant = pw.ForeignKeyField(Tenant, backref="agents", on_delete="CASCADE")
@@ -410,6 +419,7 @@ ALL_MODELS = [
     Tenant,
     ApiKey,
     User,
+    UserSession,
     Agent,
     PhoneNumber,
     Call,

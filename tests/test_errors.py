@@ -1,5 +1,6 @@
 """Every layer answers errors with the one documented body and X-Request-Id."""
 
+import json
 import logging
 import threading
 
@@ -238,3 +239,46 @@ def test_dev_server_answers_json_up_to_its_own_limits(dev_server):
     assert_server_answer(requests.get(dev_server + "/" + "x" * 65537, timeout=10), 414)
     many = {f"X-Header-{number}": "v" for number in range(101)}
     assert_server_answer(requests.get(dev_server + "/healthz", headers=many, timeout=10), 431)
+
+
+def chunks(total: int, size: int = 64 * 1024):
+    """A JSON body of total bytes sent chunked (no Content-Length): one long string."""
+    yield b'{"name": "'
+    sent = 11
+    while sent < total:
+        piece = min(size, total - sent)
+        yield b"x" * piece
+        sent += piece
+    yield b'"}'
+
+
+def test_a_chunked_body_over_the_limit_is_413_behind_gunicorn(workers, redis_url, api_key):
+    """However the body is sent: 3 MB chunked is refused whole, never cut at 1 MiB and taken."""
+    base = workers.start_web(workers=1, REDIS_URL=redis_url)
+    headers = {"x-api-key": api_key, "Content-Type": "application/json"}
+    response = requests.post(
+        base + "/api/v1/agents", data=chunks(3 * 1024 * 1024), headers=headers, timeout=30
+    )
+    assert_error(response, 413, "payload_too_large")
+    listed = requests.get(base + "/api/v1/agents", headers=headers, timeout=10).json()
+    assert [agent["name"] for agent in listed["agents"]] == []
+
+
+def test_a_chunked_body_over_the_limit_is_413_on_the_dev_server(dev_server, api_key):
+    headers = {"x-api-key": api_key, "Content-Type": "application/json"}
+    response = requests.post(
+        dev_server + "/api/v1/agents", data=chunks(3 * 1024 * 1024), headers=headers, timeout=30
+    )
+    assert_error(response, 413, "payload_too_large")
+
+
+def test_a_chunked_body_within_the_limit_is_read_whole(dev_server, api_key):
+    headers = {"x-api-key": api_key, "Content-Type": "application/json"}
+    prompt = "p" * (900 * 1024)
+    body = json.dumps({"name": "Chunked", "systemPrompt": prompt[:20000], "voiceId": "Puck"})
+    pieces = (body[start : start + 1000].encode() for start in range(0, len(body), 1000))
+    response = requests.post(
+        dev_server + "/api/v1/agents", data=pieces, headers=headers, timeout=30
+    )
+    assert response.status_code == 201, response.text
+    assert len(response.json()["systemPrompt"]) == 20000

@@ -1,5 +1,6 @@
 """Signing in and out of the dashboard."""
 
+import re
 from datetime import timedelta
 
 from flask import flash, redirect, render_template, request, session, url_for
@@ -13,6 +14,9 @@ from app.util import utcnow
 
 FAILED = "Wrong email or password."
 THROTTLED = "Too many failed sign-ins. Wait 15 minutes, then try again."
+# Where sign-in may lead: a plain path of the dashboard, with an optional plain query (no
+# scheme, no host, no "//", no backslash, no control character).
+NEXT_PAGE = re.compile(r"/dashboard(?!.*//)(/[A-Za-z0-9._~%/-]*)?(\?[A-Za-z0-9._~%&=+-]*)?")
 # Failed sign-ins allowed per email and per address in the window, before a wait.
 MAX_FAILURES = 5
 FAILURE_WINDOW = timedelta(minutes=15)
@@ -62,7 +66,7 @@ def _attempt(email: str, password: str):
 def _next_page() -> str:
     """Where to go after signing in: a dashboard page of this site, else the overview."""
     target = request.args.get("next", "")
-    if target.startswith("/dashboard") and not target.startswith("//"):
+    if NEXT_PAGE.fullmatch(target):
         return target
     return url_for("dashboard.overview")
 
@@ -81,6 +85,7 @@ def sign_in():
             # A new session at every sign-in: nothing of an earlier one carries over.
             session.clear()
             session.permanent = True
+            session["session_id"] = user_service.start_session(user=user)
             session["user_id"] = user.id
             session["session_version"] = user.session_version
             return redirect(_next_page())
@@ -93,6 +98,9 @@ def sign_in():
 
 @bp.route("/sign-out", methods=["POST"])
 def sign_out():
+    session_id = session.get("session_id")
+    if isinstance(session_id, str):
+        user_service.end_session(session_id)  # a copy of the cookie is refused from now on
     session.clear()
     flash("You have signed out.", "info")
     return redirect(url_for("dashboard.sign_in"))

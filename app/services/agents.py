@@ -5,6 +5,7 @@ from typing import Any
 from app.db import database
 from app.errors import NotFound
 from app.models import Agent, Function, PhoneNumber, Tenant
+from app.services import limits
 from app.util import new_id, utcnow
 
 
@@ -26,6 +27,7 @@ def get_agent(*, tenant: Tenant, agent_id: str) -> Agent:
 
 def create_agent(*, tenant: Tenant, **fields: Any) -> Agent:
     with database.atomic():
+        limits.check(tenant.id, "agents")
         return Agent.create(id=new_id("agent"), tenant=tenant, **fields)
 
 

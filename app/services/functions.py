@@ -9,7 +9,7 @@ from app.db import database
 from app.errors import Conflict, NotFound
 from app.models import Agent, Function, Tenant
 from app.services import agents as agent_service
-from app.services import secrets
+from app.services import limits, secrets
 from app.util import new_id, utcnow
 
 # A function's timeoutMs: what its endpoint gets of a live call's or a test's time.
@@ -62,6 +62,7 @@ def create_function(
         )
         if exists.exists():
             raise Conflict(f"Agent {agent.id} already has a function named {fields['name']}.")
+        limits.check(tenant.id, "functions", scope=agent.id)
         return Function.create(
             id=new_id("fn"),
             tenant=tenant,

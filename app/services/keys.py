@@ -10,6 +10,7 @@ from datetime import timedelta
 from app.db import database
 from app.errors import NotFound, ValidationFailed
 from app.models import ApiKey, Tenant
+from app.services import limits
 from app.util import new_id, utcnow
 
 KEY_PREFIX = "dkl_"
@@ -57,6 +58,7 @@ def create_key(
     key = KEY_PREFIX + "".join(secrets.choice(_BASE62) for _ in range(40))
     now = utcnow()
     with database.atomic():
+        limits.check(tenant.id, "apiKeys")
         record = ApiKey.create(
             id=new_id("key"),
             tenant=tenant,

@@ -1,5 +1,5 @@
-"""Data care: consistent SQLite backups, and pruning of old delivery logs, events and
-idempotency keys."""
+"""Data care: consistent SQLite backups, and pruning of old delivery logs, events,
+idempotency keys and dashboard sessions."""
 
 import sqlite3
 from datetime import timedelta
@@ -7,8 +7,9 @@ from pathlib import Path
 
 from app.db import database, is_sqlite
 from app.errors import ValidationFailed
-from app.models import Delivery, DeliveryAttempt, Event, IdempotencyKey
+from app.models import Delivery, DeliveryAttempt, Event, IdempotencyKey, UserSession
 from app.services import idempotency
+from app.services import users as user_service
 from app.util import utcnow
 
 
@@ -64,7 +65,8 @@ def _delete_in_batches(model, ids_query, batch_size: int) -> int:
 
 def prune(*, older_than_days: int, batch_size: int = 500) -> dict[str, int]:
     """Delete delivery attempts, and events with their finished deliveries, older than the
-    retention, and idempotency keys older than the 24 hours they hold. Calls, credits and
+    retention, idempotency keys older than the 24 hours they hold and dashboard sessions past
+    their week. Calls, credits and
     function-call records are kept."""
     if older_than_days < 1:
         raise ValidationFailed("Keep at least 1 day.")
@@ -88,4 +90,17 @@ def prune(*, older_than_days: int, batch_size: int = 500) -> dict[str, int]:
         IdempotencyKey.select(IdempotencyKey.id).where(IdempotencyKey.created_at < keys_cutoff),
         batch_size,
     )
-    return {"attempts": attempts, "deliveries": deliveries, "events": events, "keys": keys}
+    sessions = _delete_in_batches(
+        UserSession,
+        UserSession.select(UserSession.id).where(
+            UserSession.created_at < utcnow() - user_service.SESSION_MAX_AGE
+        ),
+        batch_size,
+    )
+    return {
+        "attempts": attempts,
+        "deliveries": deliveries,
+        "events": events,
+        "keys": keys,
+        "sessions": sessions,
+    }

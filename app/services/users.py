@@ -4,17 +4,24 @@ Passwords are stored as werkzeug's scrypt hashes and never logged. Signing in co
 hash even for an unknown email, so the answer takes as long either way.
 """
 
+import secrets
+from datetime import timedelta
+
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from app.db import database
 from app.errors import Conflict, NotFound, ValidationFailed
-from app.models import Tenant, User
+from app.models import Tenant, User, UserSession
+from app.services import limits
 from app.util import new_id, utcnow
 
 ROLES = ("owner", "admin", "viewer")
 # What each role may do: owners everything, admins all but users, viewers read only.
 CAN_CHANGE = {"owner", "admin"}
 MIN_PASSWORD_LENGTH = 10
+# A dashboard session ends a week after sign-in at the latest, however active (the cookie
+# itself ends after 12 idle hours); older rows are pruned.
+SESSION_MAX_AGE = timedelta(days=7)
 MAX_PASSWORD_LENGTH = 1024
 # Compared against when the email is unknown, so both answers cost one hash check.
 _NOBODY = generate_password_hash("no such user")
@@ -52,6 +59,7 @@ def create_user(*, tenant: Tenant, email: str, password: str, role: str) -> User
     with database.atomic():
         if User.select().where(User.email == email).exists():
             raise Conflict(f"A user with the email {email} exists already.")
+        limits.check(tenant.id, "users")
         return User.create(
             id=new_id("usr"),
             tenant=tenant,
@@ -99,25 +107,51 @@ def authenticate(*, email: str, password: str) -> User | None:
     return user
 
 
-def session_user(*, user_id: str, version: int) -> User | None:
-    """The user a dashboard session names, while that session is still valid for them."""
+def start_session(*, user: User) -> str:
+    """A new dashboard session for user, kept on the server; its id, for the cookie."""
+    session_id = secrets.token_urlsafe(32)
+    UserSession.create(id=session_id, user=user.id)
+    return session_id
+
+
+def end_session(session_id: str) -> None:
+    """Sign-out: the session ends on the server, whoever holds a copy of its cookie."""
+    UserSession.delete().where(UserSession.id == session_id).execute()
+
+
+def session_user(*, session_id: str, user_id: str, version: int) -> User | None:
+    """The user a dashboard session names, while that session is still valid for them: not
+    signed out, younger than SESSION_MAX_AGE, and the user neither disabled nor given a new
+    password since."""
     return (
         User.select(User, Tenant)
         .join(Tenant)
+        .switch(User)
+        .join(UserSession)
         .where(
-            (User.id == user_id) & (User.session_version == version) & User.disabled_at.is_null()
+            (UserSession.id == session_id)
+            & (UserSession.created_at > utcnow() - SESSION_MAX_AGE)
+            & (User.id == user_id)
+            & (User.session_version == version)
+            & User.disabled_at.is_null()
         )
         .first()
     )
 
 
+def _end_sessions(user_id: str) -> None:
+    UserSession.delete().where(UserSession.user == user_id).execute()
+
+
 def set_password(*, user: User, password: str) -> User:
     """A new password; the user's other sessions end."""
     _check_password(password)
-    User.update(
-        password_hash=generate_password_hash(password),
-        session_version=User.session_version + 1,
-    ).where(User.id == user.id).execute()
+    with database.atomic():
+        User.update(
+            password_hash=generate_password_hash(password),
+            session_version=User.session_version + 1,
+        ).where(User.id == user.id).execute()
+        _end_sessions(user.id)
     return User.get_by_id(user.id)
 
 
@@ -140,9 +174,11 @@ def enable(*, user: User) -> tuple[User, bool]:
 
 def disable(*, user: User) -> tuple[User, bool]:
     """Disable the user and end their sessions; whether this call disabled them."""
-    changed = (
-        User.update(disabled_at=utcnow(), session_version=User.session_version + 1)
-        .where((User.id == user.id) & User.disabled_at.is_null())
-        .execute()
-    )
+    with database.atomic():
+        changed = (
+            User.update(disabled_at=utcnow(), session_version=User.session_version + 1)
+            .where((User.id == user.id) & User.disabled_at.is_null())
+            .execute()
+        )
+        _end_sessions(user.id)
     return User.get_by_id(user.id), bool(changed)

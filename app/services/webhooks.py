@@ -9,7 +9,7 @@ from app import outbound
 from app.db import database, is_sqlite
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Delivery, Tenant, Webhook
-from app.services import deliveries, secrets
+from app.services import deliveries, limits, secrets
 from app.services import events as event_service
 from app.util import new_id, utcnow
 
@@ -88,6 +88,7 @@ def get_webhook(*, tenant: Tenant, webhook_id: str) -> Webhook:
 def create_webhook(*, tenant: Tenant, url: str, events: list[str], secret: str) -> Webhook:
     outbound.require_safe_url(url, field="url")
     with database.atomic():
+        limits.check(tenant.id, "webhooks")
         return Webhook.create(id=new_id("wh"), tenant=tenant, url=url, events=events, secret=secret)
 
 

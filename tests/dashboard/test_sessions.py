@@ -1,11 +1,14 @@
 """Signing in and out, sessions, CSRF and roles."""
 
+from datetime import timedelta
+
 import pytest
 
 from app.db import database
-from app.models import Tenant
+from app.models import ApiKey, Tenant, UserSession
 from app.services import audit
 from app.services import users as user_service
+from app.util import utcnow
 from tests.dashboard.conftest import PASSWORD, csrf_token, sign_in
 
 
@@ -42,13 +45,72 @@ def test_the_session_cookie_is_httponly_lax_and_secure_by_default(app, client, o
     assert "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Secure" in cookie
 
 
-def test_the_next_page_must_be_a_dashboard_page(client, owner):
-    page = client.get("/dashboard/sign-in?next=//evil.test/x")
+@pytest.mark.parametrize(
+    "target",
+    [
+        "//evil.test/x",
+        "/dashboard/%0A",
+        "/dashboard/%0D%0ASet-Cookie:%20x=1",
+        "/dashboard//evil.test",
+        "/dashboard\\evil.test",
+        "https://evil.test/dashboard",
+        "/dashboardx",
+    ],
+)
+def test_the_next_page_must_be_a_plain_dashboard_path(client, owner, target):
+    page = client.get(f"/dashboard/sign-in?next={target}")
+    assert page.status_code == 200
     response = client.post(
-        "/dashboard/sign-in?next=//evil.test/x",
+        f"/dashboard/sign-in?next={target}",
         data={"email": owner.email, "password": PASSWORD, "csrf_token": csrf_token(page)},
     )
-    assert response.headers["Location"] == "/dashboard/"
+    assert response.status_code == 302 and response.headers["Location"] == "/dashboard/"
+
+
+def test_the_next_page_keeps_a_plain_dashboard_path_and_query(client, owner):
+    target = "/dashboard/calls?status=ended%26limit=5"
+    page = client.get(f"/dashboard/sign-in?next={target}")
+    response = client.post(
+        f"/dashboard/sign-in?next={target}",
+        data={"email": owner.email, "password": PASSWORD, "csrf_token": csrf_token(page)},
+    )
+    assert response.headers["Location"] == "/dashboard/calls?status=ended&limit=5"
+
+
+def test_a_session_cookie_copied_before_sign_out_is_refused_after_it(app, client, owner):
+    """Sign out ends the session on the server: the probe's copied cookie, replayed from
+    another client after "Sign out", opened the dashboard and created a full-access key."""
+    sign_in(client, owner.email)
+    page = client.get("/dashboard/settings/api-keys")
+    assert page.status_code == 200
+    copied = client.get_cookie("session").value
+    client.post("/dashboard/sign-out", data={"csrf_token": csrf_token(page)})
+    thief = app.test_client()
+    thief.set_cookie("session", copied)
+    assert thief.get("/dashboard/").status_code == 302
+    response = thief.post(
+        "/dashboard/settings/api-keys",
+        data={"name": "stolen", "scope": "full", "expiry": "never", "csrf_token": csrf_token(page)},
+    )
+    assert response.status_code in (302, 400)
+    assert ApiKey.select().where(ApiKey.name == "stolen").count() == 0
+    # Other sessions of the same user go on: only the one signed out ended.
+    other = app.test_client()
+    sign_in(other, owner.email)
+    again = app.test_client()
+    sign_in(again, owner.email)
+    again.post("/dashboard/sign-out", data={"csrf_token": csrf_token(again.get("/dashboard/"))})
+    assert other.get("/dashboard/").status_code == 200
+
+
+def test_every_dashboard_page_refuses_framing_and_sniffing(signed_in, client):
+    for response in (signed_in.get("/dashboard/"), client.get("/dashboard/sign-in")):
+        headers = response.headers
+        assert headers["X-Frame-Options"] == "DENY"
+        assert headers["X-Content-Type-Options"] == "nosniff"
+        assert headers["Referrer-Policy"] == "same-origin"
+        policy = headers["Content-Security-Policy"]
+        assert "frame-ancestors 'none'" in policy and "script-src 'self'" in policy
 
 
 def test_a_form_posted_without_its_token_is_refused(client, owner):
@@ -211,6 +273,16 @@ def test_the_client_address_is_the_proxys_unless_proxies_are_trusted(app_config,
         )
         [entry] = audit.AuditEntry.select()
         assert entry.address == address
+
+
+def test_a_session_ends_a_week_after_sign_in_and_is_pruned(runner, client, owner):
+    sign_in(client, owner.email)
+    assert client.get("/dashboard/").status_code == 200
+    UserSession.update(created_at=utcnow() - timedelta(days=7, seconds=1)).execute()
+    assert client.get("/dashboard/").status_code == 302
+    result = runner.invoke(args=["maintenance", "prune"])
+    assert "Deleted 1 dashboard sessions older than a week." in result.output
+    assert UserSession.select().count() == 0
 
 
 def test_a_write_refused_by_a_unique_index_is_a_conflict_page(app, client, tenant, owner):
