@@ -41,6 +41,8 @@ lint: install-dev
 	$(BIN)/ruff check app voiceagent_bridge tests bench deploy docs/examples worker.py wsgi.py
 	$(BIN)/ruff format --check app voiceagent_bridge tests bench deploy docs/examples worker.py wsgi.py
 	$(BIN)/mypy app voiceagent_bridge
+	@# Imports run one way, with no circle: the contracts in pyproject.toml.
+	$(BIN)/lint-imports --no-cache
 	@# The docs site must build without a warning (broken links and anchors included).
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 

@@ -89,8 +89,10 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     queue.init_app(app)
 
     from app.resources import docs, register_blueprints
+    from app.runtime import routes as runtime_routes
 
     register_blueprints(api)
+    api.register_blueprint(runtime_routes.blp)
     app.register_blueprint(docs.blp)
 
     from app import dashboard

@@ -5,7 +5,8 @@ from http import HTTPStatus
 from typing import Any
 
 import marshmallow as ma
-from flask import Flask, g, jsonify, request
+import peewee as pw
+from flask import Flask, g, jsonify
 from werkzeug.exceptions import HTTPException
 
 from app.util import new_id
@@ -189,12 +190,6 @@ def handle_app_error(error: AppError):
 
 
 def handle_http_exception(error: HTTPException):
-    if request.path.startswith("/dashboard/"):
-        # A dashboard URL that matched no page (routing errors reach only the app's
-        # handlers): an HTML page like the dashboard's own errors.
-        from app.dashboard import http_error
-
-        return http_error(error)
     status = error.code or 500
     data = getattr(error, "data", None) or {}
     headers = dict(data.get("headers") or {})
@@ -211,6 +206,34 @@ def handle_http_exception(error: HTTPException):
     return error_response(status, code, message, details, headers)
 
 
+# How each database names the violation of a unique index or of a foreign key (psycopg2's
+# pgcode, sqlite3's sqlite_errorname) and what the answer says of it.
+CONSTRAINT_MESSAGES = {
+    "23505": "A record with the same unique value exists already.",
+    "SQLITE_CONSTRAINT_UNIQUE": "A record with the same unique value exists already.",
+    "SQLITE_CONSTRAINT_PRIMARYKEY": "A record with the same unique value exists already.",
+    "23503": "The request refers to a record that no longer exists.",
+    "SQLITE_CONSTRAINT_FOREIGNKEY": "The request refers to a record that no longer exists.",
+}
+
+
+def integrity_conflict(error: pw.IntegrityError) -> Conflict | None:
+    """The Conflict a write refused by a unique index or a foreign key stands for (two
+    identical creates in a race: the first wins, the second is told so); None for another
+    constraint (NOT NULL, CHECK), which is a bug rather than the client's doing."""
+    driver_error = error.__context__  # peewee raises its own type from the driver's error
+    name = getattr(driver_error, "pgcode", None) or getattr(driver_error, "sqlite_errorname", None)
+    message = CONSTRAINT_MESSAGES.get(name or "")
+    return None if message is None else Conflict(message)
+
+
+def handle_integrity_error(error: pw.IntegrityError):
+    conflict = integrity_conflict(error)
+    if conflict is None:
+        return handle_unexpected(error)
+    return handle_app_error(conflict)
+
+
 def handle_unexpected(error: Exception):
     log.exception("unhandled error", exc_info=error)
     return error_response(500, "internal_error", MESSAGES_BY_STATUS[500])
@@ -219,4 +242,5 @@ def handle_unexpected(error: Exception):
 def init_app(app: Flask) -> None:
     app.register_error_handler(AppError, handle_app_error)
     app.register_error_handler(HTTPException, handle_http_exception)
+    app.register_error_handler(pw.IntegrityError, handle_integrity_error)
     app.register_error_handler(Exception, handle_unexpected)

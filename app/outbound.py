@@ -21,6 +21,7 @@ from importlib import metadata
 from typing import Any
 from urllib.parse import urlsplit
 
+import idna
 import requests
 from requests.adapters import HTTPAdapter
 from urllib3 import Timeout
@@ -29,6 +30,7 @@ MAX_URL_LENGTH = 2048
 MAX_RESPONSE_BYTES = 64 * 1024
 MAX_HOST_NAME_LENGTH = 253  # RFC 1035, written without the root's trailing dot
 MAX_LABEL_LENGTH = 63
+ACE_PREFIX = "xn--"  # of an internationalised label written in ASCII (an A-label)
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -163,7 +165,25 @@ def canonical_host(host: str) -> str:
             "The URL's host is not a valid host name (a label is empty or over "
             f"{MAX_LABEL_LENGTH} characters)."
         )
+    for label in name.split("."):
+        if label.lower().startswith(ACE_PREFIX) and not is_decodable_a_label(label):
+            raise UnsafeURL(
+                f"The URL's host is not a valid host name ({label} is not a valid "
+                "internationalised label)."
+            )
     return name
+
+
+def is_decodable_a_label(label: str) -> bool:
+    """Whether an xn-- label decodes to a name, both by IDNA 2008 (the idna package, which
+    urllib3 encodes names with) and by Python's own codec (which socket and ssl use): one
+    that does not ("xn--", "xn--a") names no host either could ever send to."""
+    try:
+        idna.decode(label)
+        label.lower().encode("ascii").decode("idna")
+    except (idna.IDNAError, UnicodeError):
+        return False
+    return True
 
 
 def target_host(url: str) -> str:

@@ -11,13 +11,16 @@ call) and `webhooks`. Inline mode (no Redis) runs the same job functions in the 
 enqueues them: a webhooks job enqueued during an HTTP request goes to one background thread
 of the web process, so the response never waits on a slow receiver, and that thread also
 sweeps, which is how retries happen; anything else runs at once in the calling thread.
+
+A job is named by its dotted path ("app.jobs.deliver_webhook"), as RQ allows, so the modules
+that enqueue jobs never import the module that runs them; inline mode imports it by that
+name too.
 """
 
 import logging
 import queue as stdlib_queue
 import threading
 import time
-from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -26,6 +29,7 @@ from redis import Redis, RedisError
 from rq import Queue
 from rq.job import Job
 from rq.results import Result
+from werkzeug.utils import import_string
 
 from app.db import database
 
@@ -42,6 +46,7 @@ JOB_OPTIONS: dict[str, dict[str, Any]] = {
 }
 RESULT_POLL_S = 0.005
 ENQUEUE_BATCH = 1000  # jobs per Redis pipeline in enqueue_many
+SWEEP = "app.jobs.sweep"
 
 
 def redis_connection(*, blocking: bool = False) -> Redis:
@@ -66,14 +71,12 @@ def inline() -> bool:
     return current_app.config["QUEUE_MODE"] == "inline"
 
 
-def defer(queue_name: str, func: Callable[..., Any], *args: Any, **options: Any) -> None:
+def defer(queue_name: str, func: str, *args: Any, **options: Any) -> None:
     """Enqueue func(*args) once the current transaction commits (at once outside one)."""
     database.after_commit(partial(enqueue, queue_name, func, *args, **options))
 
 
-def enqueue(
-    queue_name: str, func: Callable[..., Any], *args: Any, job_id: str | None = None
-) -> bool:
+def enqueue(queue_name: str, func: str, *args: Any, job_id: str | None = None) -> bool:
     """Send a job to its RQ queue, or run it in inline mode; False when Redis is unreachable
     (the sweeper enqueues a delivery again from its row)."""
     if inline():
@@ -87,18 +90,18 @@ def enqueue(
     try:
         rq_queue(queue_name).enqueue_call(func, args, job_id=job_id, **JOB_OPTIONS[queue_name])
     except RedisError as exc:
-        log.warning("could not enqueue %s on %s (%s)", func.__name__, queue_name, exc)
+        log.warning("could not enqueue %s on %s (%s)", func, queue_name, exc)
         return False
     return True
 
 
-def defer_many(queue_name: str, func: Callable[..., Any], calls: list[tuple[Any, str]]) -> None:
+def defer_many(queue_name: str, func: str, calls: list[tuple[Any, str]]) -> None:
     """Enqueue func(*args) for each (args, job_id) of calls once the current transaction
     commits: many jobs at once (a replay), with few round trips to Redis."""
     database.after_commit(partial(enqueue_many, queue_name, func, calls))
 
 
-def enqueue_many(queue_name: str, func: Callable[..., Any], calls: list[tuple[Any, str]]) -> bool:
+def enqueue_many(queue_name: str, func: str, calls: list[tuple[Any, str]]) -> bool:
     """Send jobs to their RQ queue, ENQUEUE_BATCH per pipeline (RQ's enqueue_many), or run them
     in inline mode as enqueue() does; False when Redis is unreachable (the sweeper enqueues
     the deliveries again from their rows)."""
@@ -117,7 +120,7 @@ def enqueue_many(queue_name: str, func: Callable[..., Any], calls: list[tuple[An
                 ]
             )
     except RedisError as exc:
-        log.warning("could not enqueue %s on %s (%s)", func.__name__, queue_name, exc)
+        log.warning("could not enqueue %s on %s (%s)", func, queue_name, exc)
         return False
     return True
 
@@ -148,7 +151,7 @@ def known(job_id: str) -> bool:
         return False
 
 
-def call(queue_name: str, func: Callable[..., Any], *args: Any, timeout: float) -> Any:
+def call(queue_name: str, func: str, *args: Any, timeout: float) -> Any:
     """Run func(*args) as a job and wait for what it returns, at most timeout seconds; None
     when no answer came in time or Redis is unreachable."""
     if inline():
@@ -164,19 +167,19 @@ def call(queue_name: str, func: Callable[..., Any], *args: Any, timeout: float) 
             time.sleep(RESULT_POLL_S)
             result = job.latest_result()
     except RedisError as exc:
-        log.warning("could not run %s on %s (%s)", func.__name__, queue_name, exc)
+        log.warning("could not run %s on %s (%s)", func, queue_name, exc)
         return None
     if result is None or result.type != Result.Type.SUCCESSFUL:
         return None
     return result.return_value
 
 
-def run_inline(func: Callable[..., Any], *args: Any) -> Any:
+def run_inline(func: str, *args: Any) -> Any:
     """Run a job in this process; an error is logged (a job's caller never sees it)."""
     try:
-        return func(*args)
+        return import_string(func)(*args)
     except Exception:
-        log.exception("job %s%s failed", func.__name__, args)
+        log.exception("job %s%s failed", func, args)
         return None
 
 
@@ -189,7 +192,7 @@ def depth(client: Redis, queue_name: str) -> int:
     return Queue(queue_name, connection=client).count
 
 
-InlineJob = tuple[Callable[..., Any], tuple[Any, ...]]
+InlineJob = tuple[str, tuple[Any, ...]]
 
 
 class InlineWorker:
@@ -202,12 +205,10 @@ class InlineWorker:
         self.thread = threading.Thread(target=self.run, name="inline-jobs", daemon=True)
         self.thread.start()
 
-    def submit(self, func: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    def submit(self, func: str, args: tuple[Any, ...]) -> None:
         self.jobs.put((func, args))
 
     def run(self) -> None:
-        from app.jobs import sweep
-
         interval = self.app.config["SWEEP_INTERVAL"]
         next_sweep = time.monotonic() + interval
         with self.app.app_context():
@@ -222,7 +223,7 @@ class InlineWorker:
                         run_inline(func, *args)
                     self.jobs.task_done()
                 if time.monotonic() >= next_sweep and not self.stopping.is_set():
-                    run_inline(sweep)
+                    run_inline(SWEEP)
                     next_sweep = time.monotonic() + interval
 
     def wait_idle(self, timeout: float) -> bool:

@@ -28,7 +28,7 @@ from marshmallow import ValidationError
 from redis import Redis
 from urllib3.util import parse_url
 
-from app import create_app, db
+from app import create_app, db, outbound
 from app.extensions import api
 from app.models import (
     Agent,
@@ -300,8 +300,9 @@ def reports_an_empty_or_long_range(case) -> bool:
 
 def names_no_valid_host(case) -> bool:
     """A receiver URL whose host breaks the rule its description states in words: labels of
-    1 to 63 characters, 253 in all (a pattern cannot count the whole name), once read as the
-    sender reads it (urllib3 decodes %2e to a dot)."""
+    1 to 63 characters, 253 in all (a pattern cannot count the whole name), an xn-- label
+    that decodes to a name, once read as the sender reads it (urllib3 decodes %2e to a
+    dot)."""
     body = case.body if isinstance(case.body, dict) else {}
     url = body.get("endpoint") if defines_a_function(case) else body.get("url")
     if not isinstance(url, str):
@@ -311,7 +312,11 @@ def names_no_valid_host(case) -> bool:
     except ValueError:
         return False
     name = host.removesuffix(".")
-    return len(name) > 253 or any(not 0 < len(label) <= 63 for label in name.split("."))
+    return len(name) > 253 or any(
+        not 0 < len(label) <= 63
+        or (label.lower().startswith("xn--") and not outbound.is_decodable_a_label(label))
+        for label in name.split(".")
+    )
 
 
 def status_is_documented(ctx, response, case):

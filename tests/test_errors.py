@@ -8,6 +8,9 @@ import pytest
 import requests
 from werkzeug.serving import make_server
 
+from app.db import database
+from app.models import Agent, Tenant
+from app.util import new_id
 from tests.helpers import assert_error
 
 
@@ -30,6 +33,14 @@ def test_key_without_prefix_is_unauthorized(client, api_key):
 
 def test_unknown_route_is_not_found(client, headers):
     assert_error(client.get("/api/v1/nothing-here", headers=headers), 404, "not_found")
+
+
+def test_unknown_dashboard_page_is_an_html_page(client):
+    """A URL under /dashboard/ that matches no page answers as the dashboard's pages do."""
+    response = client.get("/dashboard/nothing-here")
+    assert response.status_code == 404
+    assert response.content_type.startswith("text/html")
+    assert "<html" in response.text.lower()
 
 
 def test_wrong_method_is_method_not_allowed(client, headers):
@@ -90,6 +101,54 @@ def test_unexpected_error_is_internal_error_without_internals(app, client, heade
     assert "secret internals" not in response.get_data(as_text=True)
     assert error["details"] == {}
     assert "secret internals" in caplog.text
+
+
+def test_write_refused_by_a_unique_index_is_conflict(app, client, headers, tenant):
+    """Whatever view meets it (two identical creates in a race): 409 conflict, never a 500."""
+
+    @app.post("/api/v1/duplicate")
+    def duplicate():
+        with database.atomic():
+            Tenant.create(id=new_id("ten"), name=tenant.name)
+        return {}
+
+    response = client.post("/api/v1/duplicate", headers=headers)
+    assert_error(response, 409, "conflict")
+    assert response.get_json() == {
+        "error": {
+            "code": "conflict",
+            "message": "A record with the same unique value exists already.",
+            "details": {},
+            "requestId": response.headers["X-Request-Id"],
+        }
+    }
+    assert Tenant.select().count() == 1
+
+
+def test_write_refused_by_a_foreign_key_is_conflict(app, client, headers):
+    @app.post("/api/v1/orphan")
+    def orphan():
+        with database.atomic():
+            Agent.create(id=new_id("agt"), tenant="ten_gone", name="x", system_prompt="x")
+        return {}
+
+    error = assert_error(client.post("/api/v1/orphan", headers=headers), 409, "conflict")
+    assert error["message"] == "The request refers to a record that no longer exists."
+
+
+def test_other_constraint_is_internal_error(app, client, headers, caplog):
+    """A NOT NULL refused is a bug of the service, not a conflict: logged, 500."""
+
+    @app.post("/api/v1/incomplete")
+    def incomplete():
+        with database.atomic():
+            Tenant.insert(id=new_id("ten"), name=None).execute()
+        return {}
+
+    with caplog.at_level(logging.ERROR):
+        response = client.post("/api/v1/incomplete", headers=headers)
+    assert_error(response, 500, "internal_error")
+    assert "unhandled error" in caplog.text
 
 
 def test_every_response_has_request_id(client, headers):

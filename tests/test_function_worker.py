@@ -275,9 +275,9 @@ def test_stopping_the_worker_finishes_the_call_in_hand(
 def test_a_function_job_nobody_takes_leaves_redis_by_itself(app, redis_client):
     from rq import Queue
 
-    from tests.test_worker import record
-
-    assert queue.call("functions", record, "job", timeout=0.1) is None  # no worker runs
+    assert (
+        queue.call("functions", "tests.test_worker.record", "job", timeout=0.1) is None
+    )  # no worker runs
     [job] = Queue("functions", connection=redis_client).jobs
     assert 0 < redis_client.ttl(job.key) <= queue.JOB_OPTIONS["functions"]["ttl"]
 

@@ -127,6 +127,12 @@ NOT_HOST_NAMES = [
     "https://" + ".".join(["a" * 63] * 4) + ".test/h",  # a name over 253 characters
     "https://\u2603.test/h",  # U+2603 is not allowed in IDNA 2008
     "https://a\u200db.test/h",  # a zero width joiner outside its context
+    "https://xn--/h",  # an empty punycode label
+    "https://hooks.xn--.test/h",
+    "https://xn--a.test/h",  # decodes to U+0080, no character of a name
+    "https://xn--zz-zz.test/h",  # not punycode at all
+    "https://xn--n3h.test/h",  # U+2603 again, written as its A-label
+    "https://XN--.test/h",  # the prefix in capitals
 ]
 
 
@@ -155,6 +161,7 @@ def test_check_url_refuses_a_host_that_is_no_host_name(no_network, url, allow_pr
         "https://" + "a" * 63 + ".test/in",
         "https://" + ".".join(["a" * 63] * 3 + ["a" * 56]) + ".test/in",  # 253 characters
         "https://b\u00fccher.test/in",  # encoded as xn--bcher-kva.test
+        "https://xn--bcher-kva.test/in",  # the same, as sent
         "https://[2001:db8::1]:8443/in",
         "http://127.0.0.1:5000/in",
     ],

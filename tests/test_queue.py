@@ -32,6 +32,11 @@ def slow_job(seconds: float) -> str:
     return "late"
 
 
+# Jobs are named by their dotted path, as the services name theirs.
+RECORD_JOB, ANSWER_JOB = "tests.test_queue.record_job", "tests.test_queue.answer_job"
+FAILING_JOB, SLOW_JOB = "tests.test_queue.failing_job", "tests.test_queue.slow_job"
+
+
 @pytest.fixture(autouse=True)
 def clear_ran():
     RAN.clear()
@@ -40,7 +45,7 @@ def clear_ran():
 def test_deferred_job_runs_after_commit_and_sees_the_rows(app):
     with database.atomic():
         Tenant.create(id="ten_a", name="a")
-        queue.defer("webhooks", record_job, "ten_a")
+        queue.defer("webhooks", RECORD_JOB, "ten_a")
         assert RAN == []
     assert RAN == [("ten_a", True)]
 
@@ -48,7 +53,7 @@ def test_deferred_job_runs_after_commit_and_sees_the_rows(app):
 def test_rolled_back_transaction_runs_nothing(app):
     with pytest.raises(ValueError), database.atomic():
         Tenant.create(id="ten_b", name="b")
-        queue.defer("webhooks", record_job, "ten_b")
+        queue.defer("webhooks", RECORD_JOB, "ten_b")
         raise ValueError("boom")
     assert RAN == []
     assert not Tenant.select().where(Tenant.id == "ten_b").exists()
@@ -58,21 +63,21 @@ def test_nested_transaction_defers_to_the_outermost(app):
     with database.atomic():
         with database.atomic():
             Tenant.create(id="ten_c", name="c")
-            queue.defer("webhooks", record_job, "ten_c")
+            queue.defer("webhooks", RECORD_JOB, "ten_c")
         assert RAN == []
     assert RAN == [("ten_c", True)]
 
 
 def test_a_failing_inline_job_is_logged_and_never_reaches_the_caller(app, caplog):
     with caplog.at_level(logging.ERROR), database.atomic():
-        queue.defer("webhooks", failing_job)
-    assert "job failing_job() failed" in caplog.text
+        queue.defer("webhooks", FAILING_JOB)
+    assert "job tests.test_queue.failing_job() failed" in caplog.text
 
 
 def test_jobs_go_to_rq_as_functions_with_their_queues_options(app, redis_url, redis_client):
     app.config.update(QUEUE_MODE="rq", REDIS_URL=redis_url)
     with database.atomic():
-        queue.defer("webhooks", record_job, "ten_d", job_id="job-d")
+        queue.defer("webhooks", RECORD_JOB, "ten_d", job_id="job-d")
     [job] = Queue("webhooks", connection=redis_client).jobs
     assert (job.id, job.func, job.args) == ("job-d", record_job, ("ten_d",))
     assert job.result_ttl == queue.JOB_OPTIONS["webhooks"]["result_ttl"] and RAN == []
@@ -83,7 +88,7 @@ def test_many_jobs_go_to_rq_after_commit_in_batches(app, redis_url, redis_client
     app.config.update(QUEUE_MODE="rq", REDIS_URL=redis_url)
     calls = [((f"ten_{n}",), f"job-{n}") for n in range(5)]
     with database.atomic():
-        queue.defer_many("webhooks", record_job, calls)
+        queue.defer_many("webhooks", RECORD_JOB, calls)
         assert Queue("webhooks", connection=redis_client).count == 0
     jobs = Queue("webhooks", connection=redis_client).jobs
     assert [(job.id, job.func, job.args) for job in jobs] == [
@@ -95,7 +100,11 @@ def test_many_jobs_go_to_rq_after_commit_in_batches(app, redis_url, redis_client
 def test_many_jobs_run_inline_after_commit(app):
     with database.atomic():
         Tenant.create(id="ten_m", name="m")
-        queue.defer_many("webhooks", record_job, [(("ten_m",), "job-1"), (("ten_x",), "job-2")])
+        queue.defer_many(
+            "webhooks",
+            RECORD_JOB,
+            [(("ten_m",), "job-1"), (("ten_x",), "job-2")],
+        )
         assert RAN == []
     assert RAN == [("ten_m", True), ("ten_x", False)]
 
@@ -106,11 +115,11 @@ def test_enqueue_with_redis_unreachable_says_so_and_raises_nothing(app, caplog):
         port = probe.getsockname()[1]
     app.config.update(QUEUE_MODE="rq", REDIS_URL=f"redis://127.0.0.1:{port}/0")
     with caplog.at_level(logging.WARNING):
-        assert queue.enqueue("webhooks", record_job, "ten_e") is False
-        assert queue.enqueue_many("webhooks", record_job, [(("ten_e",), "job-e")]) is False
-        assert queue.call("functions", answer_job, "x", timeout=1) is None
-    assert "could not enqueue record_job on webhooks" in caplog.text
-    assert "could not run answer_job on functions" in caplog.text
+        assert queue.enqueue("webhooks", RECORD_JOB, "ten_e") is False
+        assert queue.enqueue_many("webhooks", RECORD_JOB, [(("ten_e",), "job-e")]) is False
+        assert queue.call("functions", ANSWER_JOB, "x", timeout=1) is None
+    assert "could not enqueue tests.test_queue.record_job on webhooks" in caplog.text
+    assert "could not run tests.test_queue.answer_job on functions" in caplog.text
 
 
 def test_call_returns_what_the_job_returned(app, redis_url, redis_client, workers):
@@ -119,14 +128,14 @@ def test_call_returns_what_the_job_returned(app, redis_url, redis_client, worker
     app.config.update(rq_config({}, redis_url))
     workers.start(queues=("functions",))
     wait_for_worker(workers, redis_client, ("functions",))
-    assert queue.call("functions", answer_job, "42", timeout=5) == {"answer": "42"}
+    assert queue.call("functions", ANSWER_JOB, "42", timeout=5) == {"answer": "42"}
     started = time.monotonic()
-    assert queue.call("functions", slow_job, 3, timeout=1.5) is None  # not in time
+    assert queue.call("functions", SLOW_JOB, 3, timeout=1.5) is None  # not in time
     assert 1.4 < time.monotonic() - started < 2.0
 
 
 def test_inline_call_runs_the_job_here(app):
-    assert queue.call("functions", answer_job, "here", timeout=5) == {"answer": "here"}
+    assert queue.call("functions", ANSWER_JOB, "here", timeout=5) == {"answer": "here"}
 
 
 def test_inline_mode_retries_from_the_in_process_sweeper(app, client, headers):

@@ -160,7 +160,7 @@ def test_a_function_call_does_not_wait_for_the_webhook_job_in_hand(app, redis_cl
     Queue("webhooks", connection=redis_client).enqueue(record, "webhook", 3)
     workers.start()
     wait_until(lambda: redis_client.llen("test:order") == 1, 20, "webhook job not run", workers)
-    queue.enqueue("functions", record, "function")
+    queue.enqueue("functions", "tests.test_worker.record", "function")
     wait_until(lambda: redis_client.llen("test:order") == 4, 20, "jobs not run", workers)
     assert redis_client.lrange("test:order", 0, -1) == [
         b"webhook",

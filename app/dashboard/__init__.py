@@ -10,6 +10,7 @@ import secrets
 from functools import wraps
 from typing import Any
 
+import peewee as pw
 from flask import (
     Blueprint,
     Response,
@@ -27,6 +28,7 @@ from flask import (
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
+from app import errors
 from app.errors import AppError
 from app.resources.guards import refuse_nul_characters
 from app.services import audit
@@ -241,6 +243,15 @@ def http_error(error: HTTPException):
     )
 
 
+def routing_error(error: HTTPException):
+    """An error raised before any view was chosen (a URL that matched no page) reaches only the
+    app's handlers: under /dashboard/ it is an HTML page like the dashboard's own errors,
+    elsewhere the API's error body."""
+    if request.path.startswith("/dashboard/"):
+        return http_error(error)
+    return errors.handle_http_exception(error)
+
+
 def front_page():
     """What the service's address shows in a browser: the dashboard (its sign-in page)."""
     return redirect(url_for("dashboard.overview"))
@@ -280,6 +291,13 @@ def unexpected_error(error: Exception):
     return render_template("dashboard/error.html", status=500, message=message), 500
 
 
+@bp.errorhandler(pw.IntegrityError)
+def integrity_error(error: pw.IntegrityError):
+    """A write refused by a unique index or a foreign key (a race): a conflict, as in the API."""
+    conflict = errors.integrity_conflict(error)
+    return unexpected_error(error) if conflict is None else app_error(conflict)
+
+
 def init_app(app) -> None:
     """Register the dashboard; CSRF is checked by the blueprint itself (require_user), so the
     JSON API, which authenticates with headers, is untouched."""
@@ -299,5 +317,6 @@ def init_app(app) -> None:
     )
 
     app.register_blueprint(bp)
+    app.register_error_handler(HTTPException, routing_error)  # replaces errors.py's own
     app.add_url_rule("/", "front_page", front_page)
     app.add_url_rule("/favicon.ico", "favicon", favicon)

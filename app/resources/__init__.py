@@ -1,4 +1,8 @@
-"""The HTTP layer: one blueprint per resource, registered from register_blueprints."""
+"""The HTTP layer: one blueprint per resource, registered from register_blueprints.
+
+The runtime's blueprint (app.runtime) is registered beside these by the app factory: the
+runtime builds on this package, never the other way round.
+"""
 
 from flask_smorest import Api
 
@@ -13,7 +17,6 @@ from app.resources.functions.routes import blp as functions_blp
 from app.resources.phone_numbers.routes import blp as phone_numbers_blp
 from app.resources.usage.routes import blp as usage_blp
 from app.resources.webhooks.routes import blp as webhooks_blp
-from app.runtime.routes import blp as runtime_blp
 
 TENANT_BLUEPRINTS = [
     agents_blp,
@@ -25,7 +28,6 @@ TENANT_BLUEPRINTS = [
     events_blp,
     usage_blp,
 ]
-RUNTIME_BLUEPRINTS: list = [runtime_blp]
 
 
 def register_blueprints(api: Api) -> None:
@@ -63,5 +65,5 @@ def register_blueprints(api: Api) -> None:
         },
     )
     api.register_blueprint(health.blp)
-    for blp in TENANT_BLUEPRINTS + RUNTIME_BLUEPRINTS:
+    for blp in TENANT_BLUEPRINTS:
         api.register_blueprint(blp)

@@ -8,6 +8,7 @@ from app.resources.agents.schemas import E164
 from app.resources.calls.schemas import CallDetailSchema
 from app.resources.common import Schema
 from app.resources.fields import MAX_INT32, StrictInteger, UtcDateTime
+from app.resources.functions.schemas import FunctionErrorSchema
 from app.services.calls import (
     COST_COMPONENTS,
     DIRECTIONS,
@@ -304,17 +305,6 @@ class FunctionCallSchema(Schema):
         load_default=dict,
         metadata={"description": "Values for the function's declared parameters."},
     )
-
-
-class FunctionErrorSchema(Schema):
-    code = fields.String(
-        required=True,
-        metadata={
-            "description": "unknown_function, invalid_parameters, function_timeout, "
-            "function_http_error, function_invalid_response or function_unreachable."
-        },
-    )
-    message = fields.String(required=True, metadata={"description": "What went wrong."})
 
 
 class FunctionOutcomeSchema(Schema):

@@ -23,7 +23,7 @@ from typing import Any
 import peewee as pw
 from flask import current_app
 
-from app import jobs, metrics, outbound, queue
+from app import metrics, outbound, queue
 from app.db import database
 from app.errors import Conflict, NotFound
 from app.models import Delivery, DeliveryAttempt, Event, Tenant, Webhook
@@ -39,6 +39,7 @@ DISABLE_AFTER = timedelta(days=5)  # of failures in a row
 EXCERPT_BYTES = 2048
 SWEEP_BATCH = 1000
 STATUSES = ("pending", "succeeded", "failed")
+DELIVER_JOB = "app.jobs.deliver_webhook"  # by name: the jobs module imports this one
 
 log = logging.getLogger(__name__)
 
@@ -130,14 +131,14 @@ def new_job_id() -> str:
 
 def defer_job(delivery_id: str, job_id: str) -> None:
     """Enqueue the delivery's job once the current transaction commits."""
-    queue.defer("webhooks", jobs.deliver_webhook, delivery_id, job_id=job_id)
+    queue.defer("webhooks", DELIVER_JOB, delivery_id, job_id=job_id)
 
 
 def defer_jobs(jobs_by_delivery: list[tuple[str, str]]) -> None:
     """Enqueue many deliveries' jobs, (delivery id, job id) each, once the current
     transaction commits."""
     calls = [((delivery_id,), job_id) for delivery_id, job_id in jobs_by_delivery]
-    queue.defer_many("webhooks", jobs.deliver_webhook, calls)
+    queue.defer_many("webhooks", DELIVER_JOB, calls)
 
 
 @dataclass

@@ -26,7 +26,7 @@ from urllib.parse import urlencode
 import peewee as pw
 from flask import current_app
 
-from app import jobs, metrics, outbound, queue
+from app import metrics, outbound, queue
 from app.db import database
 from app.errors import Conflict, NotFound
 from app.models import Call, Function, FunctionInvocation, Tenant
@@ -48,6 +48,9 @@ LATE_AFTER_S = 0.5
 BODY_METHODS = ("POST", "PUT", "PATCH")
 ACTIVE_STATUSES = ("ringing", "answered")
 TEST_CALL_ID = "call_test"  # the callId a function test sends
+# The jobs, by name: the jobs module imports this one.
+INVOKE_JOB = "app.jobs.invoke_function"
+TEST_JOB = "app.jobs.run_function_test"
 
 
 @dataclass(frozen=True)
@@ -204,7 +207,7 @@ def _run_and_wait(invocation: Invocation) -> Outcome:
     """Run the job and wait for its outcome, or function_timeout once the wait is over."""
     answer = queue.call(
         "functions",
-        jobs.invoke_function,
+        INVOKE_JOB,
         asdict(invocation),
         timeout=max(invocation.wait_deadline - time.time(), 0.01),
     )
@@ -377,7 +380,7 @@ def run_test(
     if outcome is None:
         answer = queue.call(
             "function_tests",
-            jobs.run_function_test,
+            TEST_JOB,
             asdict(invocation),
             timeout=max(invocation.wait_deadline - time.time(), 0.01),
         )

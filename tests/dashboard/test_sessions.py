@@ -4,7 +4,8 @@ from datetime import timedelta
 
 import pytest
 
-from app.models import ApiKey, UserSession
+from app.db import database
+from app.models import ApiKey, Tenant, UserSession
 from app.services import audit
 from app.services import users as user_service
 from app.util import utcnow
@@ -282,3 +283,16 @@ def test_a_session_ends_a_week_after_sign_in_and_is_pruned(runner, client, owner
     result = runner.invoke(args=["maintenance", "prune"])
     assert "Deleted 1 dashboard sessions older than a week." in result.output
     assert UserSession.select().count() == 0
+
+
+def test_a_write_refused_by_a_unique_index_is_a_conflict_page(app, client, tenant, owner):
+    def duplicate():
+        with database.atomic():
+            Tenant.create(id="ten_twin", name=tenant.name)
+
+    # An endpoint of the dashboard's blueprint, so that its handlers answer.
+    app.add_url_rule("/dashboard/duplicate", "dashboard.duplicate", duplicate)
+    sign_in(client, owner.email)
+    response = client.get("/dashboard/duplicate")
+    assert response.status_code == 409 and response.content_type.startswith("text/html")
+    assert "A record with the same unique value exists already." in response.get_data(True)

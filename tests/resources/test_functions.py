@@ -1,5 +1,7 @@
 """Agent functions: definitions API."""
 
+import threading
+
 import pytest
 
 from app.models import Function
@@ -72,6 +74,32 @@ def test_duplicate_function_name_is_conflict(client, headers, agent_id):
     create(client, headers, agent_id)
     error = assert_error(create(client, headers, agent_id), 409, "conflict")
     assert "lookup_order" in error["message"]
+
+
+def test_two_creates_of_one_name_at_once_answer_201_and_409(app, headers, agent_id):
+    """Two requests released together, each on its own thread and database connection: one
+    creates the function, the other is told of the conflict (by the service's check or,
+    when both passed it, by the unique index), never a 500. Several rounds, so that on
+    PostgreSQL both requests often get past the check."""
+    for round_number in range(8):
+        name = f"lookup_{round_number}"
+        barrier = threading.Barrier(2)
+        responses = []
+
+        def post(name=name, barrier=barrier, responses=responses):
+            client = app.test_client()
+            barrier.wait(timeout=10)
+            responses.append(create(client, headers, agent_id, name=name))
+
+        posters = [threading.Thread(target=post) for _ in range(2)]
+        for poster in posters:
+            poster.start()
+        for poster in posters:
+            poster.join(30)
+        statuses = sorted(response.status_code for response in responses)
+        assert statuses == [201, 409], [response.get_data(as_text=True) for response in responses]
+        assert_error(next(r for r in responses if r.status_code == 409), 409, "conflict")
+        assert Function.select().where(Function.name == name).count() == 1
 
 
 def test_same_name_on_two_agents_is_fine(client, headers, agent_id):
@@ -263,9 +291,12 @@ def test_endpoint_must_be_a_public_https_url(app, client, headers, agent_id, end
 
 
 @pytest.mark.parametrize("allow_private", [True, False])
-def test_endpoint_must_have_a_valid_host_name(app, client, headers, agent_id, allow_private):
+@pytest.mark.parametrize("endpoint", ["https://a..b/orders", "https://xn--/h"])
+def test_endpoint_must_have_a_valid_host_name(
+    app, client, headers, agent_id, allow_private, endpoint
+):
     app.config["ALLOW_PRIVATE_URLS"] = allow_private
-    response = create(client, headers, agent_id, endpoint="https://a..b/orders")
+    response = create(client, headers, agent_id, endpoint=endpoint)
     error = assert_error(response, 422, "validation_error")
     assert list(error["details"]) == ["endpoint"]
     assert "not a valid host name" in error["details"]["endpoint"][0]

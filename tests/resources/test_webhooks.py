@@ -168,9 +168,10 @@ def test_create_answers_alike_for_a_host_resolving_internally_and_one_that_does_
 
 
 @pytest.mark.parametrize("allow_private", [True, False])
-def test_create_refuses_a_host_that_is_no_host_name(app, client, headers, allow_private):
+@pytest.mark.parametrize("url", ["https://a..b/h", "https://xn--/h", "https://xn--a.test/h"])
+def test_create_refuses_a_host_that_is_no_host_name(app, client, headers, allow_private, url):
     app.config["ALLOW_PRIVATE_URLS"] = allow_private
-    response = client.post(API, json=body(url="https://a..b/h"), headers=headers)
+    response = client.post(API, json=body(url=url), headers=headers)
     error = assert_error(response, 422, "validation_error")
     assert error["message"] == "Invalid value for url."
     assert list(error["details"]) == ["url"]

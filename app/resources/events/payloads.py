@@ -14,7 +14,7 @@ from marshmallow import fields
 from marshmallow_oneofschema import OneOfSchema
 
 from app.resources.common import Schema
-from app.resources.webhooks.schemas import DeliverySchema
+from app.resources.events.deliveries import DeliverySchema
 
 INTEGER_IDR = "IDR, a whole number."
 

@@ -12,7 +12,6 @@ from marshmallow import ValidationError, fields, post_dump, validate, validates_
 
 from app.resources.common import Schema, previous_secret_expires_at
 from app.resources.fields import ReceiverUrl, StrictInteger, Timestamp
-from app.runtime.schemas import FunctionErrorSchema
 from app.services.functions import (
     DEFAULT_TIMEOUT_MS,
     JSON_TYPES,
@@ -284,6 +283,19 @@ class FunctionTestSchema(Schema):
             "pass them; checked against the declaration first. Default {}."
         },
     )
+
+
+class FunctionErrorSchema(Schema):
+    """Why a function gave no result: in a test's answer and in a live call's (the runtime's)."""
+
+    code = fields.String(
+        required=True,
+        metadata={
+            "description": "unknown_function, invalid_parameters, function_timeout, "
+            "function_http_error, function_invalid_response or function_unreachable."
+        },
+    )
+    message = fields.String(required=True, metadata={"description": "What went wrong."})
 
 
 class FunctionTestResultSchema(Schema):

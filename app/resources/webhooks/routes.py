@@ -5,11 +5,11 @@ from flask.views import MethodView
 from app.auth import current_tenant
 from app.errors import ErrorSchema
 from app.resources.common import NO_STORE, SAME_SECRET, SecretRotationSchema, TenantBlueprint
+from app.resources.events.deliveries import DeliverySchema
 from app.resources.events.payloads import CALLBACKS
 from app.resources.webhooks.schemas import (
     DeliveryListSchema,
     DeliveryQueryArgsSchema,
-    DeliverySchema,
     ReplayRequestSchema,
     ReplaySchema,
     WebhookCreateSchema,
