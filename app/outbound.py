@@ -271,8 +271,7 @@ def check_url(url: str, *, allow_private: bool) -> None:
         raise UnsafeURL("The URL must not contain spaces or control characters.")
     try:
         parts = urlsplit(url)
-        if parts.port == 0:
-            raise ValueError("port 0 is not a port")
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
     except ValueError as exc:
         raise UnsafeURL(f"The URL is not valid: {exc}.") from None
     schemes = ("http", "https") if allow_private else ("https",)

@@ -256,6 +256,22 @@ def reports_costs_that_do_not_add_up(case) -> bool:
     return total > 2**31 - 1 or body.get("aiCostIdr", total) != total
 
 
+def ends_beyond_its_own_record(case) -> bool:
+    """An end report with more talk than duration, an endedAt (any given here is before the
+    call's start, made long before) or metadata over 16 KiB: rules stated in words."""
+    body = case.body if case.operation.path.endswith("/ended") else None
+    if not isinstance(body, dict):
+        return False
+    talk, duration = body.get("talkTimeSeconds"), body.get("durationSeconds")
+    if isinstance(talk, int) and isinstance(duration, int) and talk > duration:
+        return True
+    metadata = body.get("metadata")
+    too_big = isinstance(metadata, dict) and call_service.metadata_bytes(metadata) > (
+        call_service.MAX_METADATA_BYTES
+    )
+    return "endedAt" in body or too_big
+
+
 def transcribes_nothing_or_backwards(case) -> bool:
     """A transcript post with neither a summary nor turns, or a turn ending before it
     starts: rules between fields, stated in words."""
@@ -347,6 +363,7 @@ def test_operation_conforms_to_the_document(case, world):
         return
     if case.method == "POST" and (
         reports_costs_that_do_not_add_up(case)
+        or ends_beyond_its_own_record(case)
         or transcribes_nothing_or_backwards(case)
         or names_a_variable_badly(case)
     ):
