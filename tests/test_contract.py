@@ -382,4 +382,10 @@ def test_every_operation_got_its_cases(world):
     labels = [result.ok().label for result in schema.get_all_operations()]
     api_labels = [label for label in labels if "/api/v1/" in label or "/internal/v1/" in label]
     assert len(api_labels) == 36
-    assert {label: world.cases[label] for label in api_labels if world.cases[label] < 100} == {}
+    # An end report with an endedAt is always before its call's start here (the calls are
+    # made now), so most of that operation's drawn cases state a rule in words and are left
+    # out: it gets at least 20.
+    least = {label: 20 if label.endswith("/ended") else 100 for label in api_labels}
+    assert {
+        label: world.cases[label] for label in api_labels if world.cases[label] < least[label]
+    } == {}
