@@ -7,7 +7,6 @@ from flask import flash, redirect, render_template, request, session, url_for
 
 from app.dashboard import bp
 from app.dashboard.forms import SignInForm
-from app.db import database
 from app.services import audit
 from app.services import users as user_service
 from app.util import utcnow
@@ -35,34 +34,6 @@ def _throttled(email: str, address: str | None) -> bool:
     )
 
 
-def _attempt(email: str, password: str):
-    """The user these credentials sign in, or None; either way an audit entry."""
-    address = request.remote_addr
-    user = user_service.authenticate(email=email, password=password)
-    with database.atomic():
-        if user is None:
-            owner = user_service.user_with_email(email)
-            audit.record(
-                tenant_id=owner.tenant_id if owner else None,
-                action="user.sign_in_failed",
-                target_id=owner.id if owner else None,
-                actor_type="user",
-                actor_label=email,
-                address=address,
-            )
-        else:
-            audit.record(
-                tenant_id=user.tenant_id,
-                action="user.signed_in",
-                target_id=user.id,
-                actor_type="user",
-                actor_id=user.id,
-                actor_label=user.email,
-                address=address,
-            )
-    return user
-
-
 def _next_page() -> str:
     """Where to go after signing in: a dashboard page of this site, else the overview."""
     target = request.args.get("next", "")
@@ -80,7 +51,9 @@ def sign_in():
         if _throttled(email, request.remote_addr):
             flash(THROTTLED, "error")
             return render_template("dashboard/sign_in.html", form=form), 429
-        user = _attempt(email, form.password.data)
+        user = user_service.sign_in(
+            email=email, password=form.password.data, address=request.remote_addr
+        )
         if user is not None:
             # A new session at every sign-in: nothing of an earlier one carries over.
             session.clear()

@@ -1,13 +1,24 @@
 """Audit log: every change made from the API, the dashboard or the CLI, per tenant, newest
-first."""
+first.
 
+A service that changes something writes the change's one entry itself, in the change's own
+transaction, with the actor its caller passes (actor=): an API key, a dashboard user, the CLI.
+Details hold what the target record does not (which fields an update changed, the ids it
+links, the parameters of an action that leaves no record of its own), never a value typed into
+a field and never a secret.
+"""
+
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.models import ApiKey, AuditEntry, Tenant, User
 from app.services.pages import Page, paginate
-from app.util import new_id
+from app.util import camelcase, new_id
+
+if TYPE_CHECKING:
+    from app.services.keys import Authenticated
 
 ACTOR_TYPES = ("api_key", "user", "cli", "runtime", "system")
 # Detail names that would hold a secret: an entry never stores one (a key is named by its id).
@@ -44,8 +55,9 @@ class Actor:
         return cls(type="system", label="System")
 
     @classmethod
-    def api_key(cls, key: ApiKey, address: str | None = None) -> "Actor":
-        """An API key, labelled by its name and prefix: `production (dkl_AbCd…)`."""
+    def api_key(cls, key: "ApiKey | Authenticated", address: str | None = None) -> "Actor":
+        """An API key (its record, or the request's authenticated key), labelled by its name
+        and prefix: `production (dkl_AbCd…)`."""
         return cls(type="api_key", label=f"{key.name} ({key.prefix}…)", id=key.id, address=address)
 
     @classmethod
@@ -72,6 +84,11 @@ def write(
         address=actor.address,
         details=details,
     )
+
+
+def fields(names: Iterable[str]) -> dict[str, list[str]]:
+    """The details of an update: the API's names (camelCase) of the fields it changed."""
+    return {"fields": sorted(camelcase(name) for name in names)}
 
 
 def record(

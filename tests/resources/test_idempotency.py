@@ -16,7 +16,7 @@ from app.services import idempotency as idempotency_service
 from app.services import keys as key_service
 from app.util import utcnow
 from tests.call_flow import RUNTIME, start
-from tests.helpers import assert_error
+from tests.helpers import ACTOR, assert_error
 from tests.receiver import Receiver
 
 AGENTS = "/api/v1/agents"
@@ -308,7 +308,7 @@ def test_a_view_that_waits_on_the_network_holds_no_transaction(client, headers, 
 
 
 def test_all_keys_of_a_tenant_share_its_idempotency_keys(client, headers, tenant):
-    second_key = key_service.create_key(tenant=tenant, name="second")[1]
+    second_key = key_service.create_key(actor=ACTOR, tenant=tenant, name="second")[1]
     first = client.post(AGENTS, json=AGENT, headers=keyed(headers))
     again = client.post(AGENTS, json=AGENT, headers=keyed({"x-api-key": second_key}))
     assert again.headers["Idempotent-Replayed"] == "true" and again.data == first.data
@@ -330,7 +330,7 @@ def test_another_tenants_same_key_is_its_own(client, headers, other_headers, oth
 
 
 def test_a_read_key_is_refused_before_a_key_is_taken(client, tenant):
-    read_key = key_service.create_key(tenant=tenant, name="r", scope="read")[1]
+    read_key = key_service.create_key(actor=ACTOR, tenant=tenant, name="r", scope="read")[1]
     response = client.post(AGENTS, json=AGENT, headers=keyed({"x-api-key": read_key}))
     assert_error(response, 403, "insufficient_scope")
     assert IdempotencyKey.select().count() == 0
