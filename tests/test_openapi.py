@@ -283,6 +283,7 @@ NAMED_OPERATIONS = {
     ("post", "/api/v1/webhooks/{webhook_id}/replay"): "replayWebhook",
     ("get", "/api/v1/events"): "listEvents",
     ("get", "/api/v1/events/{event_id}"): "getEvent",
+    ("get", "/api/v1/audit-log"): "listAuditLog",
     ("post", "/internal/v1/calls"): "startCall",
 }
 
@@ -418,6 +419,8 @@ def test_minimal_records_answer_as_their_response_schemas(client, headers, tenan
     call("get", "/api/v1/usage")
     call("get", "/api/v1/credits")
     call("get", "/api/v1/credits/transactions")
+    log = call("get", "/api/v1/audit-log")
+    assert log["entries"][-1]["actor"] == {"type": "system", "id": None, "label": "System"}
     call("get", "/healthz", auth={})
     call("get", "/readyz", auth={})
 

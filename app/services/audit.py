@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from peewee import Tuple
+
+from app.errors import NotFound
 from app.models import ApiKey, AuditEntry, Tenant, User
 from app.services.pages import Page, paginate
 from app.util import camelcase, new_id
@@ -121,6 +124,63 @@ def record(
         target_id=target_id,
         address=address[:ADDRESS_LENGTH] if address else None,
         details=details,
+    )
+
+
+@dataclass(frozen=True)
+class LogPage:
+    """A page of the audit log, newest first, and where the next one starts."""
+
+    entries: list[AuditEntry]
+    has_more: bool
+    next_after: str | None
+
+
+def list_log(
+    *,
+    tenant: Tenant,
+    action: str | None = None,
+    actor_type: str | None = None,
+    since: datetime | None = None,
+    after: str | None = None,
+    limit: int = 50,
+) -> LogPage:
+    """The tenant's entries older than the entry `after` (from the newest without it), newest
+    first (ties by id), filtered by action, actor type and since: keyset paging on
+    (created_at, id), a range of the (tenant, created_at, id) index, or of (tenant, action,
+    created_at, id) with an action, as cheap deep in the log as at its top. An unknown `after`
+    is NotFound."""
+    condition = AuditEntry.tenant == tenant
+    if after is not None:
+        cursor = (
+            AuditEntry.select(AuditEntry.created_at, AuditEntry.id)
+            .where((AuditEntry.id == after) & (AuditEntry.tenant == tenant))
+            .first()
+        )
+        if cursor is None:
+            raise NotFound(
+                f"No audit log entry {after} (after): it is not one of yours. Start again "
+                "without after.",
+                details={"after": after},
+            )
+        condition &= Tuple(AuditEntry.created_at, AuditEntry.id) < Tuple(
+            cursor.created_at, cursor.id
+        )
+    if action is not None:
+        condition &= AuditEntry.action == action
+    if actor_type is not None:
+        condition &= AuditEntry.actor_type == actor_type
+    if since is not None:
+        condition &= AuditEntry.created_at >= since
+    rows = list(
+        AuditEntry.select()
+        .where(condition)
+        .order_by(AuditEntry.created_at.desc(), AuditEntry.id.desc())
+        .limit(limit + 1)
+    )
+    shown = rows[:limit]
+    return LogPage(
+        entries=shown, has_more=len(rows) > limit, next_after=shown[-1].id if shown else after
     )
 
 

@@ -174,6 +174,16 @@ def test_the_audit_log_shows_cli_and_dashboard_changes_and_pages(signed_in, runn
     assert signed_in.get("/dashboard/settings/audit-log?offset=" + "9" * 5000).status_code == 422
 
 
+def test_the_audit_log_shows_api_changes_with_their_key(signed_in, headers, api_key):
+    created = signed_in.post(
+        "/api/v1/agents", json={"name": "From the API", "systemPrompt": "Hi."}, headers=headers
+    )
+    page = signed_in.get("/dashboard/settings/audit-log").get_data(True)
+    row = next(row for row in page.split("<tr>") if "agent.created" in row)
+    assert f"test ({api_key[:12]}…) <span class=\"muted\">(API key)</span>" in row
+    assert created.get_json()["id"] in row and "127.0.0.1" in row
+
+
 def test_a_nul_in_any_settings_or_sign_in_field_is_refused_not_a_500(client, owner, post):
     page = client.get("/dashboard/sign-in")
     response = client.post(
