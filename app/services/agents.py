@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from app.db import database
+from app.db import unit_of_work
 from app.errors import NotFound
 from app.models import Agent, Function, PhoneNumber, Tenant
 from app.services import audit, limits
@@ -27,7 +27,7 @@ def get_agent(*, tenant: Tenant, agent_id: str) -> Agent:
 
 
 def create_agent(*, tenant: Tenant, actor: Actor, **fields: Any) -> Agent:
-    with database.atomic():
+    with unit_of_work():
         limits.check(tenant.id, "agents")
         agent = Agent.create(id=new_id("agent"), tenant=tenant, **fields)
         audit.write(actor, tenant_id=tenant.id, action="agent.created", target_id=agent.id)
@@ -37,7 +37,7 @@ def create_agent(*, tenant: Tenant, actor: Actor, **fields: Any) -> Agent:
 def update_agent(*, tenant: Tenant, actor: Actor, agent_id: str, **fields: Any) -> Agent:
     """Change any writable fields; the audit entry names those whose value changed (none: no
     entry)."""
-    with database.atomic():
+    with unit_of_work():
         agent = get_agent(tenant=tenant, agent_id=agent_id)
         changed = [name for name, value in fields.items() if getattr(agent, name) != value]
         for name, value in fields.items():
@@ -57,7 +57,7 @@ def update_agent(*, tenant: Tenant, actor: Actor, agent_id: str, **fields: Any) 
 
 def delete_agent(*, tenant: Tenant, actor: Actor, agent_id: str) -> None:
     """Soft-delete: unassign its numbers and remove its functions in the same transaction."""
-    with database.atomic():
+    with unit_of_work():
         agent = get_agent(tenant=tenant, agent_id=agent_id)
         now = utcnow()
         PhoneNumber.update(agent=None, updated_at=now).where(PhoneNumber.agent == agent).execute()

@@ -11,7 +11,7 @@ together, once: when the call ends (in the transaction that charges it) or its h
 from datetime import timedelta
 from typing import Any
 
-from app.db import database
+from app.db import unit_of_work
 from app.errors import NotFound, ValidationFailed
 from app.models import CreditTransaction, Tenant
 from app.services import audit, events
@@ -81,7 +81,7 @@ def grant(*, tenant: Tenant, actor: Actor, minutes: int, note: str = "") -> Cred
     """Add purchased minutes (a purchase ledger entry, the audit entry's target)."""
     if minutes < 1:
         raise ValidationFailed("Grant at least 1 minute.")
-    with database.atomic():
+    with unit_of_work():
         entry, _ = _move(
             tenant_id=tenant.id,
             type="purchase",

@@ -24,7 +24,7 @@ import peewee as pw
 from flask import current_app
 
 from app import metrics, outbound, queue
-from app.db import database
+from app.db import database, unit_of_work
 from app.errors import Conflict, NotFound
 from app.models import Delivery, DeliveryAttempt, Event, Tenant, Webhook
 from app.services import audit
@@ -467,7 +467,7 @@ def get_delivery(*, tenant: Tenant | None, delivery_id: str) -> Delivery:
 def retry(*, tenant: Tenant | None, actor: Actor, delivery_id: str) -> Delivery:
     """Send a delivery again now, whatever its status; it goes on with the schedule after.
     tenant None: any tenant's (the CLI)."""
-    with database.atomic():
+    with unit_of_work():
         delivery = get_delivery(tenant=tenant, delivery_id=delivery_id)
         if not Webhook.get_by_id(delivery.webhook_id).is_active:
             raise Conflict("The webhook is disabled: enable it before retrying its deliveries.")

@@ -5,7 +5,7 @@ from typing import Any, cast
 from peewee import fn
 
 from app import outbound
-from app.db import database
+from app.db import unit_of_work
 from app.errors import Conflict, NotFound
 from app.models import Agent, Function, Tenant
 from app.services import agents as agent_service
@@ -57,7 +57,7 @@ def create_function(
     """Define a function on one of the tenant's agents; names are unique per agent. The
     endpoint's host is resolved (the URL rules) before the transaction opens."""
     outbound.require_safe_url(fields["endpoint"], field="endpoint")
-    with database.atomic():
+    with unit_of_work():
         agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
         exists = Function.select().where(
             (Function.agent == agent) & (Function.name == fields["name"])
@@ -90,7 +90,7 @@ def update_function(
     fields whose value changed (none: no entry)."""
     if "endpoint" in fields:
         outbound.require_safe_url(fields["endpoint"], field="endpoint")
-    with database.atomic():
+    with unit_of_work():
         agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
         function = get_function(agent=agent, name=name)
         changed = [field for field, value in fields.items() if getattr(function, field) != value]
@@ -121,7 +121,7 @@ def rotate_secret(
     """Give the function a new signing secret (the one given, or a generated fsec_…): its
     requests are signed with it at once, and with the current one beside it until the overlap
     ends. The function and its new secret."""
-    with database.atomic():
+    with unit_of_work():
         agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
         function = get_function(agent=agent, name=name)
         new = secret or secrets.generate(SECRET_PREFIX)
@@ -146,7 +146,7 @@ def rotate_secret(
 
 
 def delete_function(*, tenant: Tenant, actor: Actor, agent_id: str, name: str) -> None:
-    with database.atomic():
+    with unit_of_work():
         agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
         function = get_function(agent=agent, name=name)
         function.delete_instance()

@@ -7,7 +7,7 @@ import string
 from dataclasses import dataclass
 from datetime import timedelta
 
-from app.db import database
+from app.db import database, unit_of_work
 from app.errors import NotFound, ValidationFailed
 from app.models import ApiKey, Tenant
 from app.services import audit, limits
@@ -69,7 +69,7 @@ def create_key(
         )
     key = KEY_PREFIX + "".join(secrets.choice(_BASE62) for _ in range(40))
     now = utcnow()
-    with database.atomic():
+    with unit_of_work():
         limits.check(tenant.id, "apiKeys")
         record = ApiKey.create(
             id=new_id("key"),
@@ -100,7 +100,7 @@ def get_key(*, tenant: Tenant, key_id: str) -> ApiKey:
 def revoke_key(*, key_id: str, actor: Actor) -> tuple[ApiKey, bool]:
     """Revoke a key, effective on the next request; the key, and whether this call revoked it
     (False: it was revoked already, and keeps the time it was revoked at; no audit entry)."""
-    with database.atomic():
+    with unit_of_work():
         revoked = (
             ApiKey.update(revoked_at=utcnow())
             .where((ApiKey.id == key_id) & ApiKey.revoked_at.is_null())

@@ -2,7 +2,7 @@
 
 import re
 
-from app.db import database
+from app.db import unit_of_work
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Agent, PhoneNumber, Tenant
 from app.services import agents as agent_service
@@ -35,7 +35,7 @@ def add_number(
         raise ValidationFailed(
             f"{display_number!r} is not an international number such as +6221555010."
         )
-    with database.atomic():
+    with unit_of_work():
         if PhoneNumber.select().where(PhoneNumber.display_number == display_number).exists():
             raise Conflict(f"{display_number} is already provisioned.")
         number = PhoneNumber.create(
@@ -50,7 +50,7 @@ def assign_agent(
 ) -> PhoneNumber:
     """Point a number at one of the tenant's agents, or unassign it with None; the audit entry
     names the agent (null: unassigned), so the log tells which agent answered when."""
-    with database.atomic():
+    with unit_of_work():
         number = get_number(tenant=tenant, number_id=number_id)
         agent: Agent | None = None
         if agent_id is not None:

@@ -1,6 +1,6 @@
 """Tenants: created and managed by admins through the CLI."""
 
-from app.db import database
+from app.db import unit_of_work
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Tenant
 from app.services import audit
@@ -41,7 +41,7 @@ def create_tenant(
     if not name or len(name) > 100:
         raise ValidationFailed("A tenant name is 1 to 100 characters.")
     _check_plan(plan, rate_limit, concurrent_calls)
-    with database.atomic():
+    with unit_of_work():
         if Tenant.select().where(Tenant.name == name).exists():
             raise Conflict(f"A tenant named {name!r} already exists.")
         tenant = Tenant.create(
@@ -95,7 +95,7 @@ def set_plan(
     _check_plan(plan, rate_limit, concurrent_calls)
     given = {"plan": plan, "rate_limit": rate_limit, "concurrent_call_limit": concurrent_calls}
     changed = [name for name, value in given.items() if getattr(tenant, name) != value]
-    with database.atomic():
+    with unit_of_work():
         Tenant.update(**given).where(Tenant.id == tenant.id).execute()
         if changed:
             audit.write(
@@ -116,7 +116,7 @@ def set_threshold(*, tenant: Tenant, actor: Actor, minutes: int) -> Tenant:
         raise ValidationFailed("The threshold must be zero or more minutes.")
     if minutes == tenant.low_balance_threshold:
         return tenant
-    with database.atomic():
+    with unit_of_work():
         Tenant.update(low_balance_threshold=minutes).where(Tenant.id == tenant.id).execute()
         audit.write(
             actor,

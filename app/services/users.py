@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from app.db import database
+from app.db import unit_of_work
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Tenant, User, UserSession
 from app.services import audit, limits
@@ -58,7 +58,7 @@ def create_user(*, tenant: Tenant, actor: Actor, email: str, password: str, role
     _check_password(password)
     _check_role(role)
     password_hash = generate_password_hash(password)  # slow on purpose: before the transaction
-    with database.atomic():
+    with unit_of_work():
         if User.select().where(User.email == email).exists():
             raise Conflict(f"A user with the email {email} exists already.")
         limits.check(tenant.id, "users")
@@ -116,7 +116,7 @@ def sign_in(*, email: str, password: str, address: str | None) -> User | None:
     """The user these credentials sign in, or None; either way an audit entry (failures count
     towards the sign-in throttle, by email and by address)."""
     user = authenticate(email=email, password=password)  # the hash check, before the transaction
-    with database.atomic():
+    with unit_of_work():
         if user is None:
             owner = user_with_email(email)
             audit.write(
@@ -176,7 +176,7 @@ def set_password(*, user: User, actor: Actor, password: str) -> User:
     """A new password; the user's other sessions end."""
     _check_password(password)
     password_hash = generate_password_hash(password)  # slow on purpose: before the transaction
-    with database.atomic():
+    with unit_of_work():
         User.update(password_hash=password_hash, session_version=User.session_version + 1).where(
             User.id == user.id
         ).execute()
@@ -188,7 +188,7 @@ def set_password(*, user: User, actor: Actor, password: str) -> User:
 def set_role(*, user: User, actor: Actor, role: str) -> User:
     """Give the user another role (the same one again changes nothing)."""
     _check_role(role)
-    with database.atomic():
+    with unit_of_work():
         changed = User.update(role=role).where((User.id == user.id) & (User.role != role)).execute()
         if changed:
             audit.write(
@@ -204,7 +204,7 @@ def set_role(*, user: User, actor: Actor, role: str) -> User:
 def enable(*, user: User, actor: Actor) -> tuple[User, bool]:
     """Let a disabled user sign in again, with the password they had; whether this call
     enabled them. Sessions ended by the disabling stay ended."""
-    with database.atomic():
+    with unit_of_work():
         changed = (
             User.update(disabled_at=None)
             .where((User.id == user.id) & User.disabled_at.is_null(False))
@@ -217,7 +217,7 @@ def enable(*, user: User, actor: Actor) -> tuple[User, bool]:
 
 def disable(*, user: User, actor: Actor) -> tuple[User, bool]:
     """Disable the user and end their sessions; whether this call disabled them."""
-    with database.atomic():
+    with unit_of_work():
         changed = (
             User.update(disabled_at=utcnow(), session_version=User.session_version + 1)
             .where((User.id == user.id) & User.disabled_at.is_null())

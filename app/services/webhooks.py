@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from app import outbound
-from app.db import database, is_sqlite
+from app.db import is_sqlite, unit_of_work
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Delivery, Tenant, Webhook
 from app.services import audit, deliveries, limits, secrets
@@ -92,7 +92,7 @@ def create_webhook(
     """Register a webhook; its URL's host is resolved (the URL rules) before the transaction
     opens."""
     outbound.require_safe_url(url, field="url")
-    with database.atomic():
+    with unit_of_work():
         limits.check(tenant.id, "webhooks")
         webhook = Webhook.create(
             id=new_id("wh"), tenant=tenant, url=url, events=events, secret=secret
@@ -108,7 +108,7 @@ def update_webhook(*, tenant: Tenant, actor: Actor, webhook_id: str, **fields: A
     value changed (none: no entry)."""
     if "url" in fields:
         outbound.require_safe_url(fields["url"], field="url")
-    with database.atomic():
+    with unit_of_work():
         webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
         changed = [name for name, value in fields.items() if getattr(webhook, name) != value]
         enable = fields.pop("is_active", None)
@@ -147,7 +147,7 @@ def rotate_secret(
     """Give the webhook a new secret (the one given, or a generated one): deliveries are signed
     with it at once, and with the current one beside it until the overlap ends. The webhook
     and its new secret."""
-    with database.atomic():
+    with unit_of_work():
         webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
         new = secret or secrets.generate()
         now = utcnow()
@@ -169,7 +169,7 @@ def rotate_secret(
 
 def delete_webhook(*, tenant: Tenant, actor: Actor, webhook_id: str) -> None:
     """Delete a webhook with its deliveries and their log."""
-    with database.atomic():
+    with unit_of_work():
         webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
         webhook.delete_instance(recursive=True)
         audit.write(actor, tenant_id=tenant.id, action="webhook.deleted", target_id=webhook_id)
@@ -177,7 +177,7 @@ def delete_webhook(*, tenant: Tenant, actor: Actor, webhook_id: str) -> None:
 
 def send_test(*, tenant: Tenant, actor: Actor, webhook_id: str) -> Delivery:
     """A signed webhook.test event for this webhook only, delivered like any other."""
-    with database.atomic():
+    with unit_of_work():
         webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
         if not webhook.is_active:
             raise Conflict("The webhook is disabled: enable it before sending a test event.")
@@ -228,7 +228,7 @@ def replay(
             "since must be before until.", details={"until": ["Must be after since."]}
         )
     until = until or utcnow()
-    with database.atomic():
+    with unit_of_work():
         query = Webhook.select().where((Webhook.id == webhook_id) & (Webhook.tenant == tenant))
         if not is_sqlite():
             # Two replays to one webhook count its pending deliveries one after the other.
