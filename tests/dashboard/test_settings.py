@@ -180,7 +180,7 @@ def test_the_audit_log_shows_api_changes_with_their_key(signed_in, headers, api_
     )
     page = signed_in.get("/dashboard/settings/audit-log").get_data(True)
     row = next(row for row in page.split("<tr>") if "agent.created" in row)
-    assert f"test ({api_key[:12]}…) <span class=\"muted\">(API key)</span>" in row
+    assert f'test ({api_key[:12]}…) <span class="muted">(API key)</span>' in row
     assert created.get_json()["id"] in row and "127.0.0.1" in row
 
 
