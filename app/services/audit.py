@@ -11,17 +11,28 @@ a field and never a secret.
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from peewee import Tuple
 
 from app.errors import NotFound
-from app.models import ApiKey, AuditEntry, Tenant, User
+from app.models import AuditEntry, Tenant, User
 from app.services.pages import Page, paginate
 from app.util import camelcase, new_id
 
-if TYPE_CHECKING:
-    from app.services.keys import Authenticated
+
+class NamedKey(Protocol):
+    """An API key as an actor sees it: its record, or the request's authenticated key."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def prefix(self) -> str: ...
+
 
 ACTOR_TYPES = ("api_key", "user", "cli", "runtime", "system")
 # Detail names that would hold a secret: an entry never stores one (a key is named by its id).
@@ -58,7 +69,7 @@ class Actor:
         return cls(type="system", label="System")
 
     @classmethod
-    def api_key(cls, key: "ApiKey | Authenticated", address: str | None = None) -> "Actor":
+    def api_key(cls, key: NamedKey, address: str | None = None) -> "Actor":
         """An API key (its record, or the request's authenticated key), labelled by its name
         and prefix: `production (dkl_AbCd…)`."""
         return cls(type="api_key", label=f"{key.name} ({key.prefix}…)", id=key.id, address=address)
