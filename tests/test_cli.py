@@ -650,7 +650,11 @@ def test_keys_create_and_revoke_are_audited_without_the_key(runner, tenant, capl
     runner.invoke(args=["keys", "revoke", record.id])
     runner.invoke(args=["keys", "revoke", record.id])  # already revoked: nothing changes
     made, revoked = audit_entries(tenant)
-    assert (made.action, made.target_id, made.details) == ("key.created", record.id, {})
+    assert (made.action, made.target_id, made.details) == (
+        "key.created",
+        record.id,
+        {"name": "ci", "scope": "full"},
+    )
     assert (revoked.action, revoked.target_id, revoked.details) == ("key.revoked", record.id, {})
     stored = json.dumps(list(AuditEntry.select().dicts()), default=str)
     assert key not in stored and key not in caplog.text

@@ -3,9 +3,9 @@
 import re
 from datetime import timedelta
 
-from flask import flash, redirect, render_template, request, session, url_for
+from flask import flash, g, redirect, render_template, request, session, url_for
 
-from app.dashboard import bp
+from app.dashboard import bp, current_actor
 from app.dashboard.forms import SignInForm
 from app.services import audit
 from app.services import users as user_service
@@ -51,14 +51,15 @@ def sign_in():
         if _throttled(email, request.remote_addr):
             flash(THROTTLED, "error")
             return render_template("dashboard/sign_in.html", form=form), 429
-        user = user_service.sign_in(
+        signed_in = user_service.sign_in(
             email=email, password=form.password.data, address=request.remote_addr
         )
-        if user is not None:
+        if signed_in is not None:
+            user, session_id = signed_in
             # A new session at every sign-in: nothing of an earlier one carries over.
             session.clear()
             session.permanent = True
-            session["session_id"] = user_service.start_session(user=user)
+            session["session_id"] = session_id
             session["user_id"] = user.id
             session["session_version"] = user.session_version
             return redirect(_next_page())
@@ -71,9 +72,8 @@ def sign_in():
 
 @bp.route("/sign-out", methods=["POST"])
 def sign_out():
-    session_id = session.get("session_id")
-    if isinstance(session_id, str):
-        user_service.end_session(session_id)  # a copy of the cookie is refused from now on
+    # A copy of the cookie is refused from now on.
+    user_service.sign_out(user=g.user, session_id=session["session_id"], actor=current_actor())
     session.clear()
     flash("You have signed out.", "info")
     return redirect(url_for("dashboard.sign_in"))

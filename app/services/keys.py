@@ -81,7 +81,13 @@ def create_key(
             created_at=now,
             expires_at=None if expires_in_days is None else now + timedelta(days=expires_in_days),
         )
-        audit.write(actor, tenant_id=tenant.id, action="key.created", target_id=record.id)
+        audit.write(
+            actor,
+            tenant_id=tenant.id,
+            action="key.created",
+            target_id=record.id,
+            details={"name": name, "scope": scope},
+        )
     return record, key
 
 

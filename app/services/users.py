@@ -112,9 +112,10 @@ def authenticate(*, email: str, password: str) -> User | None:
     return user
 
 
-def sign_in(*, email: str, password: str, address: str | None) -> User | None:
-    """The user these credentials sign in, or None; either way an audit entry (failures count
-    towards the sign-in throttle, by email and by address)."""
+def sign_in(*, email: str, password: str, address: str | None) -> tuple[User, str] | None:
+    """The user these credentials sign in and their new server-side session's id (for the
+    cookie), or None; either way an audit entry (failures count towards the sign-in throttle,
+    by email and by address)."""
     user = authenticate(email=email, password=password)  # the hash check, before the transaction
     with unit_of_work():
         if user is None:
@@ -127,25 +128,29 @@ def sign_in(*, email: str, password: str, address: str | None) -> User | None:
             )
             return None
         User.update(last_sign_in_at=utcnow()).where(User.id == user.id).execute()
+        session_id = secrets.token_urlsafe(32)
+        UserSession.create(id=session_id, user=user.id)
         audit.write(
             Actor.user(user, address),
             tenant_id=user.tenant_id,
             action="user.signed_in",
             target_id=user.id,
         )
-    return user
+    return user, session_id
 
 
-def start_session(*, user: User) -> str:
-    """A new dashboard session for user, kept on the server; its id, for the cookie."""
-    session_id = secrets.token_urlsafe(32)
-    UserSession.create(id=session_id, user=user.id)
-    return session_id
-
-
-def end_session(session_id: str) -> None:
-    """Sign-out: the session ends on the server, whoever holds a copy of its cookie."""
-    UserSession.delete().where(UserSession.id == session_id).execute()
+def sign_out(*, user: User, session_id: str, actor: Actor) -> None:
+    """The user's session ends on the server, whoever holds a copy of its cookie."""
+    with unit_of_work():
+        ended = (
+            UserSession.delete()
+            .where((UserSession.id == session_id) & (UserSession.user == user.id))
+            .execute()
+        )
+        if ended:
+            audit.write(
+                actor, tenant_id=user.tenant_id, action="user.signed_out", target_id=user.id
+            )
 
 
 def session_user(*, session_id: str, user_id: str, version: int) -> User | None:
