@@ -98,7 +98,9 @@ class World:
         number_service.assign_agent(
             actor=ACTOR, tenant=tenant, number_id=self.number.id, agent_id=agent.id
         )
-        if not Function.select().where(Function.agent == agent).exists():
+        self.ids["version"] = "1"  # every agent has its version 1
+        live = Function.select().where((Function.agent == agent) & Function.deleted_at.is_null())
+        if not live.exists():
             self.ids["name"] = function_service.create_function(
                 actor=ACTOR,
                 tenant=tenant,
@@ -391,7 +393,7 @@ def test_every_operation_got_its_cases(world):
         pytest.skip("the fuzz test did not run in this session")
     labels = [result.ok().label for result in schema.get_all_operations()]
     api_labels = [label for label in labels if "/api/v1/" in label or "/internal/v1/" in label]
-    assert len(api_labels) == 37
+    assert len(api_labels) == 40
     # An end report with an endedAt is always before its call's start here (the calls are
     # made now), so most of that operation's drawn cases state a rule in words and are left
     # out: it gets at least 20.
