@@ -3,7 +3,7 @@
 from marshmallow import fields, validate
 
 from app.resources.common import PageArgsSchema, PaginationSchema, Schema
-from app.resources.fields import DateOrTimestamp, PhoneNumberQuery, Timestamp
+from app.resources.fields import MAX_INT32, DateOrTimestamp, PhoneNumberQuery, Timestamp
 from app.services.calls import COST_COMPONENTS, DIRECTIONS, STATUSES, TURN_ROLES
 
 
@@ -60,6 +60,15 @@ class CallSchema(Schema):
     )
     metadata = fields.Dict(
         required=True, metadata={"description": "Free-form object from the runtime."}
+    )
+    agent_version = fields.Integer(
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "The version of the agent it was answered with (GET "
+            "/agents/:id/versions/:n); null when no agent took it, and for calls from before "
+            "versions."
+        },
     )
 
 
@@ -169,6 +178,12 @@ class CallQueryArgsSchema(PageArgsSchema):
         metadata={"description": "Only calls with startedAt < this (a date means 00:00Z)."}
     )
     agent_id = fields.String(metadata={"description": "Only this agent's."})
+    agent_version = fields.Integer(
+        validate=validate.Range(1, MAX_INT32),
+        metadata={
+            "description": "Only calls answered with this version of the agent: needs agentId."
+        },
+    )
     phone_number_id = fields.String(metadata={"description": "Only calls on this number."})
     caller_number = PhoneNumberQuery(
         metadata={
