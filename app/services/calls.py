@@ -809,15 +809,10 @@ def list_calls(
     """Calls newest first, as dicts of CallSchema's fields. Unfiltered, total is the
     maintained count; filtered, it is bounded. caller_number: a number, or the start of
     numbers followed by * (a range of the (tenant, caller_number) index). agent_version
-    (a version of agent_id, which it needs) leads the (tenant, agent, agent_version) index.
+    (a version of agent_id, given with it) leads the (tenant, agent, agent_version) index.
 
     Every combination of filters with the tenant leads an index of the call table.
     """
-    if agent_version is not None and agent_id is None:
-        raise ValidationFailed(
-            "Invalid value for agentVersion.",
-            details={"agentVersion": ["A version is an agent's: send agentId with it."]},
-        )
     condition = Call.tenant == tenant
     filters = [
         (status, Call.status == status),

@@ -1,6 +1,8 @@
 """Call schemas: SPEC.md section 2's fields in camelCase; the list's query parameters."""
 
-from marshmallow import fields, validate
+from typing import Any
+
+from marshmallow import ValidationError, fields, validate, validates_schema
 
 from app.resources.common import PageArgsSchema, PaginationSchema, Schema
 from app.resources.fields import MAX_INT32, DateOrTimestamp, PhoneNumberQuery, Timestamp
@@ -195,3 +197,8 @@ class CallQueryArgsSchema(PageArgsSchema):
         validate=validate.OneOf(DIRECTIONS),
         metadata={"description": "inbound or outbound.", "enum": DIRECTIONS},
     )
+
+    @validates_schema
+    def version_of_an_agent(self, data: dict[str, Any], **kwargs: Any) -> None:
+        if "agent_version" in data and "agent_id" not in data:
+            raise ValidationError("A version is an agent's: send agentId with it.", "agentVersion")
