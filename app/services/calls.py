@@ -401,12 +401,8 @@ def start_call(
     if line is None:
         raise Conflict(f"No tenant has the number {did}.", code="no_agent", details={})
     if agent_version is not None and line.active_agent_id and line.answering is None:
-        raise ValidationFailed(
-            "Invalid value for agentVersion.",
-            details={
-                "agentVersion": [f"Agent {line.active_agent_id} has no version {agent_version}."]
-            },
-        )
+        missing = f"Agent {line.active_agent_id} has no version {agent_version}."
+        raise ValidationFailed(missing, details={"agentVersion": [missing]})
     call = _by_provider_id(line.tenant_id, provider_call_id)
     if call is None:
         try:
