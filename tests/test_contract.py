@@ -45,6 +45,7 @@ from app.resources.functions.schemas import NAME
 from app.resources.usage.schemas import UsageQueryArgsSchema
 from app.resources.versions.schemas import StatsQueryArgsSchema
 from app.resources.webhooks.schemas import ReplayRequestSchema
+from app.services import agents as agent_service
 from app.services import billing
 from app.services import calls as call_service
 from app.services import functions as function_service
@@ -62,6 +63,7 @@ pytestmark = pytest.mark.sqlite_only
 
 CASES_PER_OPERATION = 100
 DID = "+6221555077"
+ENDPOINT = "http://127.0.0.1:9/orders"  # a closed local port
 API_KEY = "dkl_" + "fuzz" * 10  # a fixed key, so the schemathesis config can name it
 
 
@@ -95,7 +97,9 @@ class World:
             (Agent.id == self.ids.get("agent_id")) & Agent.deleted_at.is_null()
         )
         if agent is None:
-            agent = Agent.create(id=new_id("agent"), tenant=tenant, name="Fuzz", system_prompt="x")
+            agent = agent_service.create_agent(
+                actor=ACTOR, tenant=tenant, name="Fuzz", system_prompt="x"
+            )
             self.ids["agent_id"] = agent.id
         number_service.assign_agent(
             actor=ACTOR, tenant=tenant, number_id=self.number.id, agent_id=agent.id
@@ -109,13 +113,23 @@ class World:
                 agent_id=agent.id,
                 name="lookup_order",
                 description="Look up an order.",
-                endpoint="http://127.0.0.1:9/orders",
+                endpoint=ENDPOINT,
                 parameters={"type": "object", "properties": {}},
+                timeout_ms=MIN_TIMEOUT_MS,
             ).name
-        # A fuzzed PATCH may have lengthened it (or moved the endpoint).
-        Function.update(timeout_ms=MIN_TIMEOUT_MS, endpoint="http://127.0.0.1:9/orders").where(
-            Function.agent == agent
-        ).execute()
+        # A fuzzed PATCH may have lengthened one (or moved its endpoint): put it back through
+        # the service, so the agent's latest version, which the next call answers with, has
+        # it back too.
+        for function in live:
+            if (function.timeout_ms, function.endpoint) != (MIN_TIMEOUT_MS, ENDPOINT):
+                function_service.update_function(
+                    actor=ACTOR,
+                    tenant=tenant,
+                    agent_id=agent.id,
+                    name=function.name,
+                    timeout_ms=MIN_TIMEOUT_MS,
+                    endpoint=ENDPOINT,
+                )
         if not Webhook.select().where(Webhook.id == self.ids.get("webhook_id")).exists():
             self.ids["webhook_id"] = webhook_service.create_webhook(
                 actor=ACTOR,
