@@ -310,7 +310,9 @@ def test_calls_simulate_runs_a_function(runner, client, headers, tenant, agent_i
 def test_calls_simulate_answers_with_the_version_asked_for(runner, tenant, agent_id, did):
     from app.services import agents as agent_service
 
-    agent_service.update_agent(tenant=tenant, agent_id=agent_id, system_prompt="Be brief.")
+    agent_service.update_agent(
+        actor=ACTOR, tenant=tenant, agent_id=agent_id, system_prompt="Be brief."
+    )
     result = runner.invoke(args=["calls", "simulate", "--did", did, "--version", "1"])
     assert result.exit_code == 0, result.output
     call = Call.get()

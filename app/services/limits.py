@@ -32,7 +32,9 @@ def _agents(tenant_id: str, scope: str | None) -> int:
 
 def _functions(tenant_id: str, scope: str | None) -> int:
     # Live ones: a deleted function keeps its row for the versions that have it.
-    return Function.select().where((Function.agent == scope) & Function.deleted_at.is_null()).count()
+    return (
+        Function.select().where((Function.agent == scope) & Function.deleted_at.is_null()).count()
+    )
 
 
 def _api_keys(tenant_id: str, scope: str | None) -> int:

@@ -205,6 +205,7 @@ def test_session_lists_the_agents_functions(client, runtime_headers, tenant, age
     parameters = {"type": "object", "properties": {}, "required": []}
     for name, timeout_ms in (("lookup_order", 5000), ("book_visit", 1500)):
         function_service.create_function(
+            actor=ACTOR,
             tenant=tenant,
             agent_id=agent_id,
             name=name,
