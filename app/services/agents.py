@@ -32,11 +32,16 @@ def get_agent(*, tenant: Tenant, agent_id: str) -> Agent:
 def lock_agent(*, tenant: Tenant, agent_id: str) -> Agent:
     """get_agent for a change that makes a version: inside a transaction, with the agent's row
     locked until commit (PostgreSQL; SQLite's IMMEDIATE transaction serialises writers
-    already), so the changes to one agent and its functions make their versions in turn."""
+    already), so the changes to one agent and its functions make their versions in turn.
+
+    FOR NO KEY UPDATE, not FOR UPDATE: a row that names the agent (a call starting on one of
+    its numbers) still goes in meanwhile. With FOR UPDATE it would wait, holding the tenant's
+    row, for this change, which may itself wait for the tenant's row (the functions cap): a
+    deadlock."""
     query = Agent.select().where(
         (Agent.id == agent_id) & (Agent.tenant == tenant) & Agent.deleted_at.is_null()
     )
-    agent = query.first() if is_sqlite() else query.for_update().first()
+    agent = query.first() if is_sqlite() else query.for_update("FOR NO KEY UPDATE").first()
     if agent is None:
         raise NotFound(f"Agent {agent_id} not found.")
     return agent

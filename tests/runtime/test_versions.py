@@ -4,9 +4,15 @@ version's functions (real endpoints on 127.0.0.1), and each version's calls are 
 
 import hashlib
 import hmac
+import threading
+import time
 from datetime import timedelta
 
+import pytest
+
+from app.db import unit_of_work
 from app.models import Call
+from app.services import agents as agent_service
 from app.util import utcnow
 from tests.call_flow import RUNTIME, answer, end, start
 from tests.helpers import assert_error
@@ -364,3 +370,33 @@ def test_stats_cover_the_range_asked_for(client, headers, runtime_headers, agent
 def test_stats_of_an_agent_without_calls_are_empty(client, headers, agent_id):
     response = client.get(f"/api/v1/agents/{agent_id}/stats", headers=headers)
     assert response.json == {"versions": []}
+
+
+@pytest.mark.postgres_only
+def test_a_change_to_an_agent_holds_up_no_call_to_its_number(
+    app, client, runtime_headers, tenant, agent_id, did
+):
+    """While a change to the agent holds its row (the versions of one agent are made one at a
+    time), a call to its number starts at once: the call's row names the agent, which the lock
+    must not refuse, else a function created on the agent (agent, then the tenant's cap lock)
+    and a call start (the tenant's row, then the agent's) would wait on each other."""
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_the_agent():
+        with app.app_context(), unit_of_work():
+            agent_service.lock_agent(tenant=tenant, agent_id=agent_id)
+            locked.set()
+            release.wait(timeout=30)
+
+    holder = threading.Thread(target=hold_the_agent)
+    holder.start()
+    try:
+        assert locked.wait(timeout=10)
+        began = time.monotonic()
+        response = start(client, runtime_headers, did)
+        took = time.monotonic() - began
+    finally:
+        release.set()
+        holder.join()
+    assert response.status_code == 201, response.json
+    assert took < 2, f"the call start waited {took:.1f} s on the agent's lock"
