@@ -41,7 +41,10 @@ def lock_agent(*, tenant: Tenant, agent_id: str) -> Agent:
     query = Agent.select().where(
         (Agent.id == agent_id) & (Agent.tenant == tenant) & Agent.deleted_at.is_null()
     )
-    agent = query.first() if is_sqlite() else query.for_update("FOR NO KEY UPDATE").first()
+    if not is_sqlite():
+        # peewee takes the lock clause as a string (documented); its type stubs say bool only.
+        query = query.for_update("FOR NO KEY UPDATE")  # type: ignore[arg-type]
+    agent = query.first()
     if agent is None:
         raise NotFound(f"Agent {agent_id} not found.")
     return agent
