@@ -7,6 +7,7 @@ from flask import current_app, g, request
 from app.errors import InsufficientScope, ServiceUnavailable, Unauthorized
 from app.models import Tenant
 from app.services import keys as key_service
+from app.services.audit import Actor
 
 API_KEY_HEADER = "x-api-key"
 # What a read key may do: read. Flask answers HEAD and OPTIONS for every GET route.
@@ -67,6 +68,12 @@ def require_scope() -> None:
 
 def current_tenant() -> Tenant:
     return g.tenant
+
+
+def current_actor() -> Actor:
+    """Who makes a change through the tenant API: the request's key (its name and prefix),
+    from the client's address; services write it in their audit entry."""
+    return Actor.api_key(g.api_key, request.remote_addr)
 
 
 def require_runtime_token() -> None:

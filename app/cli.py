@@ -21,19 +21,19 @@ from marshmallow import ValidationError
 from redis import RedisError
 
 from app import db, development, jobs, queue
-from app.db import database
 from app.errors import AppError
-from app.models import ApiKey, CreditTransaction, Event, PhoneNumber, Tenant
+from app.models import Event, Tenant
 from app.resources.fields import MAX_INT32
 from app.runtime.schemas import MAX_CALL_SECONDS, Variables
 from app.services import agents as agent_service
-from app.services import audit, billing, function_calls, maintenance
+from app.services import billing, function_calls, maintenance
 from app.services import calls as call_service
 from app.services import deliveries as delivery_service
 from app.services import keys as key_service
 from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
 from app.services import users as user_service
+from app.services.audit import Actor
 from app.util import isoformat, utcnow
 
 tenants_cli = AppGroup("tenants", help="Create and manage tenants.")
@@ -83,16 +83,8 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 tenant_option = click.option("--tenant", "tenant_ref", required=True, help="Tenant id or name.")
-
-
-def audit_cli(
-    *, tenant_id: str, action: str, target_id: str | None, details: dict[str, Any] | None = None
-) -> None:
-    """Record a change made from the CLI in its tenant's audit log; call it inside the
-    transaction of the change, so both commit together."""
-    audit.write(
-        audit.Actor.cli(), tenant_id=tenant_id, action=action, target_id=target_id, details=details
-    )
+# Who the changes made from the command line are by, in the audit log.
+CLI = Actor.cli()
 
 
 class Days(click.ParamType):
@@ -151,32 +143,10 @@ def tenants_create(
     name: str, plan: str, rate_limit: int | None, concurrent_calls: int | None
 ) -> None:
     """Create a tenant."""
-    tenant = create_tenant_audited(
-        name=name, plan=plan, rate_limit=rate_limit, concurrent_calls=concurrent_calls
+    tenant = tenant_service.create_tenant(
+        actor=CLI, name=name, plan=plan, rate_limit=rate_limit, concurrent_calls=concurrent_calls
     )
     click.echo(f"Created tenant {tenant.id} ({tenant.name}, {plan_summary(tenant)}).")
-
-
-def create_tenant_audited(
-    *, name: str, plan: str, rate_limit: int | None = None, concurrent_calls: int | None = None
-) -> Tenant:
-    """Create a tenant and the first entry of its audit log."""
-    with database.atomic():
-        tenant = tenant_service.create_tenant(
-            name=name, plan=plan, rate_limit=rate_limit, concurrent_calls=concurrent_calls
-        )
-        audit_cli(
-            tenant_id=tenant.id,
-            action="tenant.created",
-            target_id=tenant.id,
-            details={
-                "name": tenant.name,
-                "plan": plan,
-                "rateLimit": rate_limit,
-                "concurrentCalls": concurrent_calls,
-            },
-        )
-    return tenant
 
 
 @tenants_cli.command("list")
@@ -204,17 +174,13 @@ def tenants_set_plan(
 ) -> None:
     """Change a tenant's plan and limits (a limit left out is the plan's); the rate limit
     holds from the next request, the concurrent-call limit from the next call's start."""
-    tenant = tenant_service.find_tenant(tenant_ref)
-    with database.atomic():
-        tenant_service.set_plan(
-            tenant=tenant, plan=plan, rate_limit=rate_limit, concurrent_calls=concurrent_calls
-        )
-        audit_cli(
-            tenant_id=tenant.id,
-            action="tenant.plan_changed",
-            target_id=tenant.id,
-            details={"plan": plan, "rateLimit": rate_limit, "concurrentCalls": concurrent_calls},
-        )
+    tenant = tenant_service.set_plan(
+        tenant=tenant_service.find_tenant(tenant_ref),
+        actor=CLI,
+        plan=plan,
+        rate_limit=rate_limit,
+        concurrent_calls=concurrent_calls,
+    )
     click.echo(f"{tenant.name} is on {plan_summary(tenant)}.")
 
 
@@ -224,15 +190,9 @@ def tenants_set_plan(
 @user_errors
 def tenants_set_threshold(tenant_ref: str, minutes: int) -> None:
     """Set the balance (minutes) below which credits.low fires."""
-    tenant = tenant_service.find_tenant(tenant_ref)
-    with database.atomic():
-        tenant_service.set_threshold(tenant=tenant, minutes=minutes)
-        audit_cli(
-            tenant_id=tenant.id,
-            action="tenant.threshold_changed",
-            target_id=tenant.id,
-            details={"minutes": minutes},
-        )
+    tenant = tenant_service.set_threshold(
+        tenant=tenant_service.find_tenant(tenant_ref), actor=CLI, minutes=minutes
+    )
     click.echo(f"{tenant.name}: credits.low fires below {minutes} minutes.")
 
 
@@ -257,8 +217,8 @@ def tenants_set_threshold(tenant_ref: str, minutes: int) -> None:
 def keys_create(tenant_ref: str, name: str, scope: str, expires_in_days: int | None) -> None:
     """Create an API key and print it once."""
     tenant = tenant_service.find_tenant(tenant_ref)
-    record, key = create_key_audited(
-        tenant=tenant, name=name, scope=scope, expires_in_days=expires_in_days
+    record, key = key_service.create_key(
+        tenant=tenant, actor=CLI, name=name, scope=scope, expires_in_days=expires_in_days
     )
     expiry = f"expires {isoformat(record.expires_at)}" if record.expires_at else "never expires"
     click.echo(
@@ -296,14 +256,9 @@ def users_create(tenant_ref: str, email: str, role: str, password_stdin: bool) -
     """Create a dashboard user of a tenant (asks for the password)."""
     tenant = tenant_service.find_tenant(tenant_ref)
     password = read_password(password_stdin)
-    with database.atomic():
-        user = user_service.create_user(tenant=tenant, email=email, password=password, role=role)
-        audit_cli(
-            tenant_id=tenant.id,
-            action="user.created",
-            target_id=user.id,
-            details={"email": user.email, "role": user.role},
-        )
+    user = user_service.create_user(
+        tenant=tenant, actor=CLI, email=email, password=password, role=role
+    )
     click.echo(f"Created {user.role} {user.email} ({user.id}) of {tenant.name}.")
 
 
@@ -330,9 +285,7 @@ def users_set_password(email: str, password_stdin: bool) -> None:
     """Set a user's password; their other sessions end."""
     user = user_service.find_user(email)
     password = read_password(password_stdin)
-    with database.atomic():
-        user = user_service.set_password(user=user, password=password)
-        audit_cli(tenant_id=user.tenant_id, action="user.password_set", target_id=user.id)
+    user = user_service.set_password(user=user, actor=CLI, password=password)
     click.echo(f"New password set for {user.email}; their sessions have ended.")
 
 
@@ -341,15 +294,7 @@ def users_set_password(email: str, password_stdin: bool) -> None:
 @user_errors
 def users_disable(email: str) -> None:
     """Disable a user: they cannot sign in, and their sessions end."""
-    with database.atomic():
-        user, changed = user_service.disable(user=user_service.find_user(email))
-        if changed:
-            audit_cli(
-                tenant_id=user.tenant_id,
-                action="user.disabled",
-                target_id=user.id,
-                details={"email": user.email},
-            )
+    user, changed = user_service.disable(user=user_service.find_user(email), actor=CLI)
     if changed:
         click.echo(f"Disabled {user.email}; their sessions have ended.")
     else:
@@ -361,50 +306,11 @@ def users_disable(email: str) -> None:
 @user_errors
 def users_enable(email: str) -> None:
     """Enable a disabled user: they can sign in again, with the password they had."""
-    with database.atomic():
-        user, changed = user_service.enable(user=user_service.find_user(email))
-        if changed:
-            audit_cli(
-                tenant_id=user.tenant_id,
-                action="user.enabled",
-                target_id=user.id,
-                details={"email": user.email},
-            )
+    user, changed = user_service.enable(user=user_service.find_user(email), actor=CLI)
     if changed:
         click.echo(f"Enabled {user.email}: they can sign in again.")
     else:
         click.echo(f"{user.email} is not disabled.")
-
-
-def create_key_audited(
-    *, tenant: Tenant, name: str, scope: str = "full", expires_in_days: int | None = None
-) -> tuple[ApiKey, str]:
-    """Create a key and its audit entry (which never holds the key itself)."""
-    with database.atomic():
-        record, key = key_service.create_key(
-            tenant=tenant, name=name, scope=scope, expires_in_days=expires_in_days
-        )
-        audit_cli(
-            tenant_id=tenant.id,
-            action="key.created",
-            target_id=record.id,
-            details={"name": name, "scope": scope, "expiresAt": isoformat(record.expires_at)},
-        )
-    return record, key
-
-
-def revoke_key_audited(key_id: str) -> tuple[ApiKey, bool]:
-    """Revoke a key and, when this call revoked it, write its audit entry."""
-    with database.atomic():
-        record, revoked = key_service.revoke_key(key_id=key_id)
-        if revoked:
-            audit_cli(
-                tenant_id=record.tenant_id,
-                action="key.revoked",
-                target_id=record.id,
-                details={"name": record.name},
-            )
-    return record, revoked
 
 
 @keys_cli.command("list")
@@ -434,7 +340,7 @@ def keys_list(tenant_ref: str) -> None:
 @user_errors
 def keys_revoke(key_id: str) -> None:
     """Revoke a key; effective on the next request."""
-    record, revoked = revoke_key_audited(key_id)
+    record, revoked = key_service.revoke_key(key_id=key_id, actor=CLI)
     if revoked:
         click.echo(f"Revoked {record.id} ({record.name}).")
     else:
@@ -452,23 +358,8 @@ def keys_revoke(key_id: str) -> None:
 def numbers_add(tenant_ref: str, number: str, label: str) -> None:
     """Provision a phone number (E.164, e.g. +6221555010) for a tenant."""
     tenant = tenant_service.find_tenant(tenant_ref)
-    record = add_number_audited(tenant=tenant, display_number=number, label=label)
+    record = number_service.add_number(tenant=tenant, actor=CLI, display_number=number, label=label)
     click.echo(f"Added {record.id} {record.display_number} for {tenant.name}.")
-
-
-def add_number_audited(*, tenant: Tenant, display_number: str, label: str) -> PhoneNumber:
-    """Provision a number and write its audit entry."""
-    with database.atomic():
-        record = number_service.add_number(
-            tenant=tenant, display_number=display_number, label=label
-        )
-        audit_cli(
-            tenant_id=tenant.id,
-            action="number.added",
-            target_id=record.id,
-            details={"number": display_number, "label": label},
-        )
-    return record
 
 
 @numbers_cli.command("list")
@@ -494,21 +385,8 @@ def numbers_list(tenant_ref: str | None) -> None:
 def credits_grant(tenant_ref: str, minutes: int, note: str) -> None:
     """Add purchased minutes (a purchase ledger entry)."""
     tenant = tenant_service.find_tenant(tenant_ref)
-    entry = grant_audited(tenant=tenant, minutes=minutes, note=note)
+    entry = billing.grant(tenant=tenant, actor=CLI, minutes=minutes, note=note)
     click.echo(f"Granted {minutes} minutes to {tenant.name}; balance {entry.balance_after}.")
-
-
-def grant_audited(*, tenant: Tenant, minutes: int, note: str) -> CreditTransaction:
-    """Grant minutes and write the audit entry."""
-    with database.atomic():
-        entry = billing.grant(tenant=tenant, minutes=minutes, note=note)
-        audit_cli(
-            tenant_id=tenant.id,
-            action="credits.granted",
-            target_id=entry.id,
-            details={"minutes": minutes, "note": note, "balanceAfter": entry.balance_after},
-        )
-    return entry
 
 
 @db_cli.command("upgrade")
@@ -691,14 +569,8 @@ def deliveries_list(tenant_ref: str | None, status: str | None, limit: int) -> N
 def deliveries_retry(delivery_id: str) -> None:
     """Send a delivery again now, whatever its status, and say what the attempt did."""
     attempts = delivery_service.get_delivery(tenant=None, delivery_id=delivery_id).attempts
-    with database.atomic():  # the attempt is enqueued (or made, inline) once this commits
-        delivery = delivery_service.retry(tenant=None, delivery_id=delivery_id)
-        audit_cli(
-            tenant_id=delivery.tenant_id,
-            action="delivery.retried",
-            target_id=delivery.id,
-            details={"webhookId": delivery.webhook_id},
-        )
+    # The attempt is enqueued (or made, inline) once the retry commits.
+    delivery = delivery_service.retry(tenant=None, actor=CLI, delivery_id=delivery_id)
     if not queue.inline():  # a worker makes the attempt
         if not (delivery.job_id and queue.known(delivery.job_id)):
             raise click.ClickException(
@@ -786,9 +658,11 @@ def demo_owner_password(tenant: Any) -> str:
     try:
         owner = user_service.find_user(DEMO_OWNER)
     except AppError:
-        user_service.create_user(tenant=tenant, email=DEMO_OWNER, password=password, role="owner")
+        user_service.create_user(
+            tenant=tenant, actor=CLI, email=DEMO_OWNER, password=password, role="owner"
+        )
     else:
-        user_service.set_password(user=owner, password=password)
+        user_service.set_password(user=owner, actor=CLI, password=password)
     return password
 
 
@@ -801,45 +675,34 @@ def demo() -> None:
     try:
         tenant = tenant_service.find_tenant(DEMO_TENANT)
     except AppError:
-        tenant = create_tenant_audited(name=DEMO_TENANT, plan="business")
-        grant_audited(tenant=tenant, minutes=60, note="Demo credit")
+        tenant = tenant_service.create_tenant(actor=CLI, name=DEMO_TENANT, plan="business")
+        billing.grant(tenant=tenant, actor=CLI, minutes=60, note="Demo credit")
     agents = agent_service.list_agents(tenant=tenant)
     if agents:
         agent = agents[0]
     else:
-        with database.atomic():
-            agent = agent_service.create_agent(
-                tenant=tenant,
-                name="Demo receptionist",
-                system_prompt=(
-                    "You are the friendly receptionist of a small clinic. Answer briefly."
-                ),
-                greeting_text="Halo, terima kasih sudah menelepon. Ada yang bisa saya bantu?",
-            )
-            audit_cli(
-                tenant_id=tenant.id,
-                action="agent.created",
-                target_id=agent.id,
-                details={"name": agent.name},
-            )
+        agent = agent_service.create_agent(
+            tenant=tenant,
+            actor=CLI,
+            name="Demo receptionist",
+            system_prompt="You are the friendly receptionist of a small clinic. Answer briefly.",
+            greeting_text="Halo, terima kasih sudah menelepon. Ada yang bisa saya bantu?",
+        )
     numbers = number_service.list_numbers(tenant=tenant)
     number = (
         numbers[0]
         if numbers
-        else add_number_audited(tenant=tenant, display_number=DEMO_NUMBER, label="Demo line")
+        else number_service.add_number(
+            tenant=tenant, actor=CLI, display_number=DEMO_NUMBER, label="Demo line"
+        )
     )
     if number.agent_id is None:
-        with database.atomic():
-            number_service.assign_agent(tenant=tenant, number_id=number.id, agent_id=agent.id)
-            audit_cli(
-                tenant_id=tenant.id,
-                action="number.assigned",
-                target_id=number.id,
-                details={"agentId": agent.id},
-            )
+        number = number_service.assign_agent(
+            tenant=tenant, actor=CLI, number_id=number.id, agent_id=agent.id
+        )
     # A new key each run; the earlier ones stay valid, as a key in use by a running shell or
     # script must not stop working because the demo was set up again.
-    _, key = create_key_audited(tenant=tenant, name="demo")
+    _, key = key_service.create_key(tenant=tenant, actor=CLI, name="demo")
     password = demo_owner_password(tenant)
     click.echo(f"Demo tenant {tenant.id}: number {number.display_number} -> agent {agent.id}")
     click.echo(f"API key (earlier demo keys keep working): {key}")

@@ -3,6 +3,8 @@
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar, Token
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +74,55 @@ def make_database(url: str) -> peewee.Database:
     if "+pool" not in scheme and ":memory:" not in rest:
         scheme += "+pool"
     return connect(scheme + sep + rest, **options)
+
+
+@dataclass
+class HeldUnit:
+    """A unit of work its caller holds open: the HTTP layer's request with an Idempotency-Key,
+    whose stored answer must commit with the change. began: whether a service has begun its
+    transaction (left open for the caller to commit or roll back)."""
+
+    began: bool = False
+
+
+_held: ContextVar[HeldUnit | None] = ContextVar("held_unit_of_work", default=None)
+
+
+@contextmanager
+def unit_of_work() -> Iterator[None]:
+    """The transaction a service makes a change in (DESIGN section 10): database.atomic().
+
+    While the caller holds the unit of work (hold_unit_of_work), the first such transaction
+    begins the caller's and leaves it open: the caller stores its answer in it and commits
+    (app.resources.idempotency). It begins here, after whatever network work the service does
+    first (a URL's DNS check), so no transaction ever waits on the network. An exception
+    rolls it back at once, as atomic() would."""
+    held = _held.get()
+    if held is None or database.in_transaction():
+        with database.atomic():
+            yield
+        return
+    database.session_start()
+    held.began = True
+    try:
+        yield
+    except BaseException:
+        held.began = False
+        database.session_rollback()
+        raise
+
+
+def hold_unit_of_work() -> Token[HeldUnit | None]:
+    """Hold the next unit of work open for the caller; give the token to release_unit_of_work."""
+    return _held.set(HeldUnit())
+
+
+def release_unit_of_work(token: Token[HeldUnit | None]) -> bool:
+    """Stop holding; whether a service began the held transaction, which is still open: the
+    caller commits or rolls it back (session_commit, session_rollback)."""
+    held = _held.get()
+    _held.reset(token)
+    return held is not None and held.began
 
 
 def is_sqlite() -> bool:

@@ -371,7 +371,8 @@ class FunctionInvocation(BaseModel):
 
 
 class AuditEntry(BaseModel):
-    """A change made from the dashboard or the CLI: when, who, what, which id, from where."""
+    """A change made from the API, the dashboard or the CLI: when, who, what, which id, from
+    where."""
 
     id = id_field()
     # None only for a failed sign-in with an email nobody has: it still counts towards the
@@ -386,9 +387,16 @@ class AuditEntry(BaseModel):
     address = pw.CharField(max_length=45, null=True)  # the client's IP address
     details = JSONField(default=dict)  # never a secret
 
+    @property
+    def actor(self) -> dict[str, str | None]:
+        """Who made the change, as the API shows it: type, id and label."""
+        return {"type": self.actor_type, "id": self.actor_id, "label": self.actor_label}
+
     class Meta:
         indexes = (
             (("tenant", "created_at", "id"), False),
+            # GET /audit-log?action=…: one action's entries of a tenant, newest first.
+            (("tenant", "action", "created_at", "id"), False),
             # Recent entries of one action for one email or one address (sign-in throttle).
             (("action", "actor_label", "created_at"), False),
             (("action", "address", "created_at"), False),

@@ -45,6 +45,7 @@ def seed(database_url: str, endpoint: str) -> None:
     from app import create_app, db
     from app.services import billing, functions
     from app.services import tenants as tenant_service
+    from app.services.audit import Actor
 
     app = create_app({"DATABASE_URL": database_url, "REDIS_URL": None, "QUEUE_MODE": "inline"})
     app.config["ALLOW_PRIVATE_URLS"] = True
@@ -52,8 +53,9 @@ def seed(database_url: str, endpoint: str) -> None:
         db.upgrade()
         seeded = seed_tenant(name="bench", calls=0, agents=1)
         tenant = tenant_service.find_tenant(seeded.tenant_id)
-        billing.grant(tenant=tenant, minutes=10**6)
+        billing.grant(actor=Actor.system(), tenant=tenant, minutes=10**6)
         functions.create_function(
+            actor=Actor.system(),
             tenant=tenant,
             agent_id=seeded.agent_ids[0],
             name="lookup",

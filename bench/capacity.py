@@ -421,6 +421,7 @@ def seed(database_url: str, endpoint: str, hooks: str) -> tuple[list[str], str]:
     from app import create_app, db
     from app.services import billing, functions, webhooks
     from app.services import tenants as tenant_service
+    from app.services.audit import Actor
 
     app = create_app({"DATABASE_URL": database_url, "REDIS_URL": None, "QUEUE_MODE": "inline"})
     app.config["ALLOW_PRIVATE_URLS"] = True
@@ -431,8 +432,9 @@ def seed(database_url: str, endpoint: str, hooks: str) -> tuple[list[str], str]:
             number = f"+62210000{i + 1:02d}"
             seeded = seed_tenant(name=f"tenant-{i}", calls=0, agents=1, number=number)
             tenant = tenant_service.find_tenant(seeded.tenant_id)
-            billing.grant(tenant=tenant, minutes=10**9)
+            billing.grant(actor=Actor.system(), tenant=tenant, minutes=10**9)
             functions.create_function(
+                actor=Actor.system(),
                 tenant=tenant,
                 agent_id=seeded.agent_ids[0],
                 name="lookup",
@@ -447,6 +449,7 @@ def seed(database_url: str, endpoint: str, hooks: str) -> tuple[list[str], str]:
             )
             for kind, events in WEBHOOKS.items():
                 webhooks.create_webhook(
+                    actor=Actor.system(),
                     tenant=tenant,
                     url=f"{hooks}/hooks/{i}/{kind}",
                     events=list(events),

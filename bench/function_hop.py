@@ -44,6 +44,7 @@ def seed(database_url: str, endpoint: str, webhook_url: str) -> tuple[str, dict]
     from app import create_app, db, outbound
     from app.services import billing, calls, functions, webhooks
     from app.services import tenants as tenant_service
+    from app.services.audit import Actor
 
     app = create_app({"DATABASE_URL": database_url, "REDIS_URL": None, "QUEUE_MODE": "inline"})
     app.config["ALLOW_PRIVATE_URLS"] = True
@@ -51,8 +52,9 @@ def seed(database_url: str, endpoint: str, webhook_url: str) -> tuple[str, dict]
         db.upgrade()
         seeded = seed_tenant(name="bench", calls=0, agents=1)
         tenant = tenant_service.find_tenant(seeded.tenant_id)
-        billing.grant(tenant=tenant, minutes=10**6)
+        billing.grant(actor=Actor.system(), tenant=tenant, minutes=10**6)
         function = functions.create_function(
+            actor=Actor.system(),
             tenant=tenant,
             agent_id=seeded.agent_ids[0],
             name="lookup",
@@ -66,7 +68,11 @@ def seed(database_url: str, endpoint: str, webhook_url: str) -> tuple[str, dict]
             },
         )
         webhooks.create_webhook(
-            tenant=tenant, url=webhook_url, events=["call.transcript"], secret="s" * 32
+            actor=Actor.system(),
+            tenant=tenant,
+            url=webhook_url,
+            events=["call.transcript"],
+            secret="s" * 32,
         )
         call = calls.start_call(did="+6221000001", caller_number="+628123456789").call
         db.close_all()

@@ -46,12 +46,13 @@ def seed(database_url: str) -> None:
     from app import create_app, db
     from app.services import billing
     from app.services import tenants as tenant_service
+    from app.services.audit import Actor
 
     app = create_app({"DATABASE_URL": database_url, "REDIS_URL": None, "QUEUE_MODE": "inline"})
     with app.app_context():
         db.upgrade()
         tenant = tenant_service.find_tenant(seed_tenant(name="bench", calls=0, agents=1).tenant_id)
-        billing.grant(tenant=tenant, minutes=10**9)
+        billing.grant(actor=Actor.system(), tenant=tenant, minutes=10**9)
         db.close_all()
 
 

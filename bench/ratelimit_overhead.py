@@ -21,16 +21,23 @@ ROUNDS = 5
 def seed(database_url: str) -> str:
     from app import create_app, db
     from app.services import agents, keys, tenants
+    from app.services.audit import Actor
 
     app = create_app({"DATABASE_URL": database_url, "REDIS_URL": None})
     with app.app_context():
         db.upgrade()
         tenant = tenants.create_tenant(
-            name="bench", plan="enterprise", rate_limit=10**9, concurrent_calls=10**6
+            actor=Actor.system(),
+            name="bench",
+            plan="enterprise",
+            rate_limit=10**9,
+            concurrent_calls=10**6,
         )
         for i in range(5):
-            agents.create_agent(tenant=tenant, name=f"Agent {i}", system_prompt="Be brief.")
-        return keys.create_key(tenant=tenant, name="bench")[1]
+            agents.create_agent(
+                actor=Actor.system(), tenant=tenant, name=f"Agent {i}", system_prompt="Be brief."
+            )
+        return keys.create_key(actor=Actor.system(), tenant=tenant, name="bench")[1]
 
 
 def main() -> None:

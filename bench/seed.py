@@ -125,17 +125,22 @@ def seed_tenant(*, name: str, calls: int, agents: int = 4, number: str = "+62210
     from app.services import keys as key_service
     from app.services import phone_numbers as number_service
     from app.services import tenants as tenant_service
+    from app.services.audit import Actor
 
     tenant = tenant_service.create_tenant(
-        name=name, plan="enterprise", rate_limit=10**9, concurrent_calls=10**6
+        actor=Actor.system(), name=name, plan="enterprise", rate_limit=10**9, concurrent_calls=10**6
     )
     agent_ids = [
-        agent_service.create_agent(tenant=tenant, name=f"Agent {i}", system_prompt="Be brief.").id
+        agent_service.create_agent(
+            actor=Actor.system(), tenant=tenant, name=f"Agent {i}", system_prompt="Be brief."
+        ).id
         for i in range(agents)
     ]
-    phone = number_service.add_number(tenant=tenant, display_number=number)
-    number_service.assign_agent(tenant=tenant, number_id=phone.id, agent_id=agent_ids[0])
-    key = key_service.create_key(tenant=tenant, name="bench")[1]
+    phone = number_service.add_number(actor=Actor.system(), tenant=tenant, display_number=number)
+    number_service.assign_agent(
+        actor=Actor.system(), tenant=tenant, number_id=phone.id, agent_id=agent_ids[0]
+    )
+    key = key_service.create_key(actor=Actor.system(), tenant=tenant, name="bench")[1]
     prefix = f"call_{tenant.id[-6:]}"
     if calls:
         sql = _calls_sql(db.is_sqlite(), prefix, agents)

@@ -42,15 +42,20 @@ def seed(database_url: str, webhook_url: str) -> str:
     from app import create_app, db
     from app.services import billing, calls, webhooks
     from app.services import tenants as tenant_service
+    from app.services.audit import Actor
 
     app = create_app({"DATABASE_URL": database_url, "REDIS_URL": None, "QUEUE_MODE": "inline"})
     app.config["ALLOW_PRIVATE_URLS"] = True
     with app.app_context():
         db.upgrade()
         tenant = tenant_service.find_tenant(seed_tenant(name="bench", calls=0, agents=1).tenant_id)
-        billing.grant(tenant=tenant, minutes=10**6)
+        billing.grant(actor=Actor.system(), tenant=tenant, minutes=10**6)
         webhooks.create_webhook(
-            tenant=tenant, url=webhook_url, events=["call.transcript", "call.ended"], secret=SECRET
+            actor=Actor.system(),
+            tenant=tenant,
+            url=webhook_url,
+            events=["call.transcript", "call.ended"],
+            secret=SECRET,
         )
         call_id = calls.start_call(did="+6221000001", caller_number="+628123456789").call.id
         db.close_all()

@@ -12,6 +12,7 @@ from app import create_app, db, queue
 from app.models import ALL_MODELS
 from app.services import keys as key_service
 from app.services import tenants as tenant_service
+from tests.helpers import ACTOR
 
 TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL", "")
 TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
@@ -124,12 +125,12 @@ def runner(app):
 
 @pytest.fixture
 def tenant(app):
-    return tenant_service.create_tenant(name="acme", plan="business")
+    return tenant_service.create_tenant(actor=ACTOR, name="acme", plan="business")
 
 
 @pytest.fixture
 def api_key(tenant):
-    return key_service.create_key(tenant=tenant, name="test")[1]
+    return key_service.create_key(actor=ACTOR, tenant=tenant, name="test")[1]
 
 
 @pytest.fixture
@@ -139,12 +140,12 @@ def headers(api_key):
 
 @pytest.fixture
 def other_tenant(app):
-    return tenant_service.create_tenant(name="globex", plan="business")
+    return tenant_service.create_tenant(actor=ACTOR, name="globex", plan="business")
 
 
 @pytest.fixture
 def other_headers(other_tenant):
-    return {"x-api-key": key_service.create_key(tenant=other_tenant, name="test")[1]}
+    return {"x-api-key": key_service.create_key(actor=ACTOR, tenant=other_tenant, name="test")[1]}
 
 
 @pytest.fixture
@@ -205,7 +206,7 @@ def did(tenant, agent_id):
     from app.services import billing
     from app.services import phone_numbers as number_service
 
-    number = number_service.add_number(tenant=tenant, display_number=DID, label="Main")
-    number_service.assign_agent(tenant=tenant, number_id=number.id, agent_id=agent_id)
-    billing.grant(tenant=tenant, minutes=100)
+    number = number_service.add_number(actor=ACTOR, tenant=tenant, display_number=DID, label="Main")
+    number_service.assign_agent(actor=ACTOR, tenant=tenant, number_id=number.id, agent_id=agent_id)
+    billing.grant(actor=ACTOR, tenant=tenant, minutes=100)
     return DID

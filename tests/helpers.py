@@ -1,4 +1,9 @@
-"""Assertions shared by the tests."""
+"""Assertions and values shared by the tests."""
+
+from app.services.audit import Actor
+
+# Who the changes a test makes by calling services directly (its setup) are by.
+ACTOR = Actor.system()
 
 
 def assert_error(response, status: int, code: str) -> dict:

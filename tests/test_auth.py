@@ -12,7 +12,7 @@ from app.models import ApiKey
 from app.services import keys as key_service
 from app.services import phone_numbers as number_service
 from app.util import utcnow
-from tests.helpers import assert_error
+from tests.helpers import ACTOR, assert_error
 
 
 def test_key_has_documented_shape(api_key):
@@ -26,7 +26,7 @@ def test_key_is_stored_only_hashed(tenant, api_key):
 
 
 def test_several_keys_work_for_one_tenant(client, tenant, headers):
-    _, second = key_service.create_key(tenant=tenant, name="staging")
+    _, second = key_service.create_key(actor=ACTOR, tenant=tenant, name="staging")
     assert client.get("/api/v1/agents", headers=headers).status_code == 200
     assert client.get("/api/v1/agents", headers={"x-api-key": second}).status_code == 200
 
@@ -34,7 +34,7 @@ def test_several_keys_work_for_one_tenant(client, tenant, headers):
 def test_revoked_key_is_refused_on_next_request(client, tenant, api_key, headers):
     assert client.get("/api/v1/agents", headers=headers).status_code == 200
     record = ApiKey.get(ApiKey.key_hash == key_service.hash_key(api_key))
-    key_service.revoke_key(key_id=record.id)
+    key_service.revoke_key(actor=ACTOR, key_id=record.id)
     assert_error(client.get("/api/v1/agents", headers=headers), 401, "unauthorized")
 
 
@@ -56,13 +56,17 @@ def test_last_used_is_written_at_most_once_a_minute(client, api_key, headers):
 
 @pytest.fixture
 def read_headers(tenant):
-    return {"x-api-key": key_service.create_key(tenant=tenant, name="reports", scope="read")[1]}
+    return {
+        "x-api-key": key_service.create_key(
+            actor=ACTOR, tenant=tenant, name="reports", scope="read"
+        )[1]
+    }
 
 
 @pytest.fixture
 def ids(client, headers, tenant, agent_id):
     """Records of the tenant that the requests below name, made with the full key."""
-    number = number_service.add_number(tenant=tenant, display_number="+6221555010")
+    number = number_service.add_number(actor=ACTOR, tenant=tenant, display_number="+6221555010")
     webhook = client.post(
         "/api/v1/webhooks",
         json={"url": "http://127.0.0.1:9/in", "events": ["call.ended"], "secret": "s" * 24},
@@ -167,7 +171,9 @@ def test_full_key_may_change_things(client, headers):
 
 
 def test_expired_key_is_refused_like_a_revoked_one(client, tenant):
-    record, key = key_service.create_key(tenant=tenant, name="temp", expires_in_days=30)
+    record, key = key_service.create_key(
+        actor=ACTOR, tenant=tenant, name="temp", expires_in_days=30
+    )
     assert client.get("/api/v1/agents", headers={"x-api-key": key}).status_code == 200
     ApiKey.update(expires_at=utcnow() - timedelta(seconds=1)).where(
         ApiKey.id == record.id
@@ -178,8 +184,8 @@ def test_expired_key_is_refused_like_a_revoked_one(client, tenant):
 
 
 def test_revoked_key_has_the_same_message(client, tenant):
-    record, key = key_service.create_key(tenant=tenant, name="old")
-    key_service.revoke_key(key_id=record.id)
+    record, key = key_service.create_key(actor=ACTOR, tenant=tenant, name="old")
+    key_service.revoke_key(actor=ACTOR, key_id=record.id)
     error = assert_error(
         client.get("/api/v1/agents", headers={"x-api-key": key}), 401, "unauthorized"
     )
@@ -187,7 +193,9 @@ def test_revoked_key_has_the_same_message(client, tenant):
 
 
 def test_key_expiring_in_days_is_stored_with_its_scope(tenant):
-    record, key = key_service.create_key(tenant=tenant, name="ci", scope="read", expires_in_days=90)
+    record, key = key_service.create_key(
+        actor=ACTOR, tenant=tenant, name="ci", scope="read", expires_in_days=90
+    )
     stored = ApiKey.get_by_id(record.id)
     assert stored.scope == "read"
     assert stored.expires_at - stored.created_at == timedelta(days=90)
@@ -202,7 +210,7 @@ def test_key_expiring_in_days_is_stored_with_its_scope(tenant):
 
 
 def test_key_defaults_to_full_scope_and_no_expiry(tenant):
-    record, _ = key_service.create_key(tenant=tenant, name="prod")
+    record, _ = key_service.create_key(actor=ACTOR, tenant=tenant, name="prod")
     stored = ApiKey.get_by_id(record.id)
     assert (stored.scope, stored.expires_at) == ("full", None)
 
@@ -210,13 +218,13 @@ def test_key_defaults_to_full_scope_and_no_expiry(tenant):
 @pytest.mark.parametrize("scope", ["write", "", "FULL"])
 def test_create_key_refuses_an_unknown_scope(tenant, scope):
     with pytest.raises(ValidationFailed, match="Unknown scope"):
-        key_service.create_key(tenant=tenant, name="x", scope=scope)
+        key_service.create_key(actor=ACTOR, tenant=tenant, name="x", scope=scope)
 
 
 @pytest.mark.parametrize("days", [0, -1, True, 1.5, key_service.MAX_EXPIRY_DAYS + 1])
 def test_create_key_refuses_a_bad_expiry(tenant, days):
     with pytest.raises(ValidationFailed, match="expires after 1 to"):
-        key_service.create_key(tenant=tenant, name="x", expires_in_days=days)
+        key_service.create_key(actor=ACTOR, tenant=tenant, name="x", expires_in_days=days)
     assert not ApiKey.select().where(ApiKey.name == "x").exists()
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from app.models import Agent
 from tests.call_flow import RUNTIME, end_body, start
-from tests.helpers import assert_error
+from tests.helpers import ACTOR, assert_error
 
 BODY_ROUTES = [
     ("POST", "/api/v1/agents"),
@@ -436,7 +436,9 @@ def test_hostile_variables_are_refused(client, runtime_headers, did, variables):
 def test_variable_values_are_put_in_verbatim(client, runtime_headers, tenant, agent_id, did):
     from app.services import agents as agent_service
 
-    agent_service.update_agent(tenant=tenant, agent_id=agent_id, system_prompt="Hi {{name}}.")
+    agent_service.update_agent(
+        actor=ACTOR, tenant=tenant, agent_id=agent_id, system_prompt="Hi {{name}}."
+    )
     value = "x'; DROP TABLE call; -- {{name}} \\1 \\g<0> \r\n<script>"
     session = start(client, runtime_headers, did, variables={"name": value}).json["session"]
     assert session["systemPrompt"] == f"Hi {value}."

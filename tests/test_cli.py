@@ -29,6 +29,7 @@ from app.services import keys as key_service
 from app.services import tenants as tenant_service
 from app.util import isoformat, utcnow
 from tests.conftest import RUNTIME_TOKEN, TEST_DATABASE_URL, using_postgres
+from tests.helpers import ACTOR
 from tests.test_secrets import KEY_SHAPE
 
 
@@ -83,7 +84,7 @@ def test_tenants_set_plan_sets_the_concurrent_call_limit(runner, tenant):
     assert result.output.strip() == "acme is on business, 300/min, 3 calls at once."
     assert Tenant.get_by_id(tenant.id).concurrent_call_limit == 3
     entry = AuditEntry.get(AuditEntry.action == "tenant.plan_changed")
-    assert entry.details == {"plan": "business", "rateLimit": None, "concurrentCalls": 3}
+    assert entry.details == {"fields": ["concurrentCallLimit"]}  # what changed, by name
     # Left out, the limit is the plan's again.
     result = runner.invoke(args=["tenants", "set-plan", "--tenant", "acme", "starter"])
     assert result.output.strip() == "acme is on starter, 60/min, 5 calls at once."
@@ -119,7 +120,7 @@ def test_keys_create_prints_key_once_and_stores_hash(runner, tenant):
 
 
 def test_keys_revoke(runner, client, tenant):
-    record, key = key_service.create_key(tenant=tenant, name="old")
+    record, key = key_service.create_key(actor=ACTOR, tenant=tenant, name="old")
     result = runner.invoke(args=["keys", "revoke", record.id])
     assert result.exit_code == 0
     assert client.get("/api/v1/agents", headers={"x-api-key": key}).status_code == 401
@@ -236,7 +237,10 @@ def test_calls_simulate_fills_the_variables(runner, tenant, agent_id, did):
     from app.services import agents as agent_service
 
     agent_service.update_agent(
-        tenant=tenant, agent_id=agent_id, system_prompt="Greet {{name}} about {{topic}}."
+        actor=ACTOR,
+        tenant=tenant,
+        agent_id=agent_id,
+        system_prompt="Greet {{name}} about {{topic}}.",
     )
     result = runner.invoke(
         args=["calls", "simulate", "--did", did, "--variables", '{"name": "Budi"}']
@@ -254,7 +258,7 @@ def test_calls_simulate_rejects_bad_variables(runner, did, variables):
 
 
 def test_calls_simulate_reports_a_refused_call(runner, tenant, did):
-    tenant_service.set_threshold(tenant=tenant, minutes=0)
+    tenant_service.set_threshold(actor=ACTOR, tenant=tenant, minutes=0)
     billing._move(tenant_id=tenant.id, type="adjustment", minutes=-100)
     result = runner.invoke(args=["calls", "simulate", "--did", did])
     assert result.exit_code == 1
@@ -321,7 +325,7 @@ def one_line_error(result, exit_code: int = 1) -> str:
 
 
 def test_keys_revoke_again_says_when_and_keeps_the_time(runner, tenant):
-    record, _ = key_service.create_key(tenant=tenant, name="old")
+    record, _ = key_service.create_key(actor=ACTOR, tenant=tenant, name="old")
     first = runner.invoke(args=["keys", "revoke", record.id])
     assert first.output.strip() == f"Revoked {record.id} (old)."
     revoked_at = ApiKey.get_by_id(record.id).revoked_at
@@ -536,14 +540,14 @@ def test_keys_create_refuses_an_unknown_scope_as_a_usage_error(runner, tenant):
 
 
 def test_keys_list_shows_scope_expiry_last_use_and_state(runner, client, tenant):
-    full, full_key = key_service.create_key(tenant=tenant, name="prod")
+    full, full_key = key_service.create_key(actor=ACTOR, tenant=tenant, name="prod")
     read, _ = key_service.create_key(
-        tenant=tenant, name="reports", scope="read", expires_in_days=30
+        actor=ACTOR, tenant=tenant, name="reports", scope="read", expires_in_days=30
     )
-    gone, _ = key_service.create_key(tenant=tenant, name="temp", expires_in_days=1)
+    gone, _ = key_service.create_key(actor=ACTOR, tenant=tenant, name="temp", expires_in_days=1)
     ApiKey.update(expires_at=utcnow() - timedelta(hours=1)).where(ApiKey.id == gone.id).execute()
-    old, _ = key_service.create_key(tenant=tenant, name="old")
-    key_service.revoke_key(key_id=old.id)
+    old, _ = key_service.create_key(actor=ACTOR, tenant=tenant, name="old")
+    key_service.revoke_key(actor=ACTOR, key_id=old.id)
     client.get("/api/v1/agents", headers={"x-api-key": full_key})
     lines = {
         line.split()[0]: line
@@ -562,8 +566,11 @@ def test_keys_list_shows_scope_expiry_last_use_and_state(runner, client, tenant)
 
 
 def audit_entries(tenant):
+    """The entries of the changes made from the command line (not the test's own setup)."""
     return list(
-        AuditEntry.select().where(AuditEntry.tenant == tenant.id).order_by(AuditEntry.created_at)
+        AuditEntry.select()
+        .where((AuditEntry.tenant == tenant.id) & (AuditEntry.actor_type == "cli"))
+        .order_by(AuditEntry.created_at, AuditEntry.id)
     )
 
 
@@ -585,17 +592,25 @@ def delivery_id(client, headers, tenant):
 @pytest.mark.parametrize(
     ("args", "action", "details"),
     [
-        (["tenants", "set-plan", "--tenant", "acme", "starter"], "tenant.plan_changed", {}),
-        (["tenants", "set-threshold", "--tenant", "acme", "25"], "tenant.threshold_changed", {}),
+        (
+            ["tenants", "set-plan", "--tenant", "acme", "starter"],
+            "tenant.plan_changed",
+            {"fields": ["plan"]},
+        ),
+        (
+            ["tenants", "set-threshold", "--tenant", "acme", "25"],
+            "tenant.threshold_changed",
+            {"fields": ["lowBalanceThresholdMinutes"]},
+        ),
         (
             ["numbers", "add", "--tenant", "acme", "+6221555010", "--label", "Main"],
             "number.added",
-            {"number": "+6221555010", "label": "Main"},
+            {},
         ),
         (
             ["credits", "grant", "--tenant", "acme", "--minutes", "120", "--note", "PO 7"],
             "credits.granted",
-            {"minutes": 120, "note": "PO 7", "balanceAfter": 120},
+            {},
         ),
     ],
     ids=lambda value: value[1] if isinstance(value, list) else None,
@@ -615,18 +630,14 @@ def test_cli_changes_are_written_to_the_audit_log(runner, tenant, args, action, 
         "credits.granted": lambda: CreditTransaction.get().id,
     }.get(action, lambda: tenant.id)()
     assert entry.target_id == target
-    assert details.items() <= entry.details.items()
+    assert entry.details == details
 
 
 def test_tenants_create_is_the_first_entry_of_its_audit_log(runner):
     runner.invoke(args=["tenants", "create", "acme", "--plan", "business"])
     tenant = Tenant.get(Tenant.name == "acme")
     [entry] = audit_entries(tenant)
-    assert (entry.action, entry.target_id, entry.details) == (
-        "tenant.created",
-        tenant.id,
-        {"name": "acme", "plan": "business", "rateLimit": None, "concurrentCalls": None},
-    )
+    assert (entry.action, entry.target_id, entry.details) == ("tenant.created", tenant.id, {})
 
 
 def test_keys_create_and_revoke_are_audited_without_the_key(runner, tenant, caplog):
@@ -642,13 +653,9 @@ def test_keys_create_and_revoke_are_audited_without_the_key(runner, tenant, capl
     assert (made.action, made.target_id, made.details) == (
         "key.created",
         record.id,
-        {"name": "ci", "scope": "full", "expiresAt": isoformat(record.expires_at)},
+        {"name": "ci", "scope": "full"},
     )
-    assert (revoked.action, revoked.target_id, revoked.details) == (
-        "key.revoked",
-        record.id,
-        {"name": "ci"},
-    )
+    assert (revoked.action, revoked.target_id, revoked.details) == ("key.revoked", record.id, {})
     stored = json.dumps(list(AuditEntry.select().dicts()), default=str)
     assert key not in stored and key not in caplog.text
     assert KEY_SHAPE.search(stored) is None
@@ -681,4 +688,6 @@ def test_demo_writes_its_changes_to_the_audit_log(runner):
         "number.added": 1,
         "number.assigned": 1,
         "key.created": 2,
+        "user.created": 1,
+        "user.password_set": 1,
     }

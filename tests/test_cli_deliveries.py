@@ -11,12 +11,17 @@ from app.services import events
 from app.services import webhooks as webhook_service
 from app.services.deliveries import MAX_ATTEMPTS
 from app.util import isoformat, utcnow
+from tests.helpers import ACTOR
 from tests.receiver import Answer, Receiver
 
 
 def setup_failing_delivery(tenant, receiver):
     webhook_service.create_webhook(
-        tenant=tenant, url=receiver.url, events=["call.ended"], secret="cli-test-secret-value"
+        actor=ACTOR,
+        tenant=tenant,
+        url=receiver.url,
+        events=["call.ended"],
+        secret="cli-test-secret-value",
     )
     with database.atomic():
         events.emit(tenant_id=tenant.id, type="call.ended", data={"callId": "call_1"})

@@ -15,6 +15,7 @@ from standardwebhooks.webhooks import Webhook as StandardWebhook
 
 from app.services import tenants as tenant_service
 from tests.call_flow import RUNTIME, answer, end, start
+from tests.helpers import ACTOR
 from tests.receiver import Answer, Receiver
 from tests.workers import rq_config
 
@@ -65,7 +66,7 @@ def register(client, headers, url, events):
 def test_whole_call_delivers_every_event_once_with_exact_fields(
     client, headers, runtime_headers, tenant, agent_id, did, workers
 ):
-    tenant_service.set_threshold(tenant=tenant, minutes=99)  # the charge crosses it
+    tenant_service.set_threshold(actor=ACTOR, tenant=tenant, minutes=99)  # the charge crosses it
     with (
         Receiver() as everything,
         Receiver() as ended_only,

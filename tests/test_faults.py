@@ -22,6 +22,7 @@ from app.models import Call, CreditTransaction, Delivery, Event, Tenant
 from app.services import billing, events
 from app.services import tenants as tenant_service
 from tests.conftest import RUNTIME_TOKEN
+from tests.helpers import ACTOR
 from tests.receiver import Answer, Receiver
 from tests.workers import WEBHOOK_SECRET, free_port, register_webhook, rq_config, wait_until
 
@@ -189,9 +190,9 @@ class RuntimeClient(threading.Thread):
 def run_stack(tenant, did, workers, seconds: float, threads: int = 3) -> dict[str, int]:
     """2 gunicorn workers, 2 RQ workers and `threads` runtime clients for `seconds`."""
     tenant_service.set_plan(
-        tenant=tenant, plan="enterprise", rate_limit=10**6, concurrent_calls=10**6
+        actor=ACTOR, tenant=tenant, plan="enterprise", rate_limit=10**6, concurrent_calls=10**6
     )
-    billing.grant(tenant=tenant, minutes=10**7)
+    billing.grant(actor=ACTOR, tenant=tenant, minutes=10**7)
     with Receiver() as receiver:
         register_webhook(tenant, receiver.url, events=CALL_EVENTS)
         base_url = workers.start_web(workers=2, RUNTIME_TOKEN=RUNTIME_TOKEN, LOG_FORMAT="json")

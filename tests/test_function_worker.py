@@ -13,6 +13,7 @@ from app.db import database
 from app.models import Delivery, Event, FunctionInvocation
 from app.services import events
 from tests.call_flow import answer, start
+from tests.helpers import ACTOR
 from tests.receiver import Answer, Receiver
 from tests.runtime.test_function_calls import SECRET, define, echo, invoke
 from tests.workers import (
@@ -201,7 +202,7 @@ def test_functions_do_not_wait_behind_a_webhook_backlog(
 
     with Receiver(lambda request: Answer(delay=1.0)) as slow:
         webhook_service.create_webhook(
-            tenant=tenant, url=slow.url, events=["call.ended"], secret="s" * 20
+            actor=ACTOR, tenant=tenant, url=slow.url, events=["call.ended"], secret="s" * 20
         )
         with database.atomic():
             for _ in range(200):

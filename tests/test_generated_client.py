@@ -23,6 +23,7 @@ from app.services import billing
 from app.services import phone_numbers as number_service
 from tests.call_flow import CALLER, RUNTIME, end_body
 from tests.conftest import DID, RUNTIME_TOKEN
+from tests.helpers import ACTOR
 from tests.receiver import Receiver
 from tests.workers import rq_config, wait_until
 
@@ -319,8 +320,8 @@ def run_webhooks(sdk, client, webhook):
 
 
 def test_generated_client_runs_every_resource_against_a_real_server(sdk, server, tenant, api_key):
-    number = number_service.add_number(tenant=tenant, display_number=DID)
-    billing.grant(tenant=tenant, minutes=100)
+    number = number_service.add_number(actor=ACTOR, tenant=tenant, display_number=DID)
+    billing.grant(actor=ACTOR, tenant=tenant, minutes=100)
     client = sdk.AuthenticatedClient(
         base_url=server,
         token=api_key,

@@ -29,6 +29,7 @@ from app.services import keys as key_service
 from app.services import tenants as tenant_service
 from app.util import utcnow
 from tests.conftest import RUNTIME_TOKEN
+from tests.helpers import ACTOR
 from tests.receiver import Answer, Receiver
 from tests.test_faults import CALL_EVENTS, assert_charged_once, assert_clean_logs, signed
 from tests.workers import ThrowawayRedis, register_webhook, rq_config, wait_until
@@ -251,8 +252,8 @@ def wait_for_pools(client: Redis, processes: int, workers, timeout: float = 30) 
 def assert_rate_limit_shared(hosts: list[str]) -> None:
     """A starter tenant (60 a minute) alternating between the hosts: exactly 60 answered, the
     rest 429, and the remaining count going down by one whichever host answered."""
-    starter = tenant_service.create_tenant(name="starter", plan="starter")
-    key = key_service.create_key(tenant=starter, name="hosts")[1]
+    starter = tenant_service.create_tenant(actor=ACTOR, name="starter", plan="starter")
+    key = key_service.create_key(actor=ACTOR, tenant=starter, name="hosts")[1]
     session = requests.Session()
     statuses, remaining = [], []
     for number in range(70):
@@ -269,9 +270,9 @@ def assert_rate_limit_shared(hosts: list[str]) -> None:
 def test_two_hosts_lose_nothing_and_recover_in_seconds(tenant, did, workers, own_redis):
     started = time.monotonic()
     tenant_service.set_plan(
-        tenant=tenant, plan="enterprise", rate_limit=10**6, concurrent_calls=10**6
+        actor=ACTOR, tenant=tenant, plan="enterprise", rate_limit=10**6, concurrent_calls=10**6
     )
-    billing.grant(tenant=tenant, minutes=10**6)
+    billing.grant(actor=ACTOR, tenant=tenant, minutes=10**6)
     redis_client = Redis.from_url(own_redis.url)
     with HeldReceiver() as receiver:
         register_webhook(tenant, receiver.url, events=CALL_EVENTS)

@@ -12,10 +12,12 @@ from app.services import functions as function_service
 from app.services import phone_numbers as number_service
 from app.services import webhooks as webhook_service
 from app.util import new_id
+from tests.helpers import ACTOR
 
 
 def make_webhook(ctx):
     return webhook_service.create_webhook(
+        actor=ACTOR,
         tenant=ctx["tenant"],
         url="https://hooks.example.com/in",
         events=["call.ended"],
@@ -41,9 +43,13 @@ FUNCTION = {
 
 def make_call(ctx) -> str:
     """A call of tenant A, recorded through the runtime's service."""
-    number = number_service.add_number(tenant=ctx["tenant"], display_number="+6221555098")
-    number_service.assign_agent(tenant=ctx["tenant"], number_id=number.id, agent_id=ctx["agent_id"])
-    billing.grant(tenant=ctx["tenant"], minutes=5)
+    number = number_service.add_number(
+        actor=ACTOR, tenant=ctx["tenant"], display_number="+6221555098"
+    )
+    number_service.assign_agent(
+        actor=ACTOR, tenant=ctx["tenant"], number_id=number.id, agent_id=ctx["agent_id"]
+    )
+    billing.grant(actor=ACTOR, tenant=ctx["tenant"], minutes=5)
     call = call_service.start_call(did=number.display_number, caller_number="+628111222333").call
     call_service.add_transcript(call_id=call.id, turns=[{"role": "caller", "text": "Halo?"}])
     return call.id
@@ -51,8 +57,12 @@ def make_call(ctx) -> str:
 
 def make_number(ctx) -> str:
     """A number of tenant A that answers with A's agent (so unassigning it would show)."""
-    number = number_service.add_number(tenant=ctx["tenant"], display_number="+6221555099")
-    number_service.assign_agent(tenant=ctx["tenant"], number_id=number.id, agent_id=ctx["agent_id"])
+    number = number_service.add_number(
+        actor=ACTOR, tenant=ctx["tenant"], display_number="+6221555099"
+    )
+    number_service.assign_agent(
+        actor=ACTOR, tenant=ctx["tenant"], number_id=number.id, agent_id=ctx["agent_id"]
+    )
     return number.id
 
 
@@ -63,7 +73,7 @@ FACTORIES = {
     "number_id": make_number,
     "name": lambda ctx: (
         function_service.create_function(
-            tenant=ctx["tenant"], agent_id=ctx["agent_id"], **FUNCTION
+            actor=ACTOR, tenant=ctx["tenant"], agent_id=ctx["agent_id"], **FUNCTION
         ).name
     ),
     "call_id": make_call,

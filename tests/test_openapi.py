@@ -10,6 +10,7 @@ from openapi_spec_validator import validate
 from app.services import billing
 from app.services import phone_numbers as number_service
 from tests.call_flow import end_body
+from tests.helpers import ACTOR
 
 
 def spec(client):
@@ -282,6 +283,7 @@ NAMED_OPERATIONS = {
     ("post", "/api/v1/webhooks/{webhook_id}/replay"): "replayWebhook",
     ("get", "/api/v1/events"): "listEvents",
     ("get", "/api/v1/events/{event_id}"): "getEvent",
+    ("get", "/api/v1/audit-log"): "listAuditLog",
     ("post", "/internal/v1/calls"): "startCall",
 }
 
@@ -343,8 +345,8 @@ def test_minimal_records_answer_as_their_response_schemas(client, headers, tenan
     """Records made of required fields only (nulls and defaults elsewhere), through every
     operation that returns them: each body carries every field its schema requires."""
     document = spec(client)
-    number = number_service.add_number(tenant=tenant, display_number="+6221555099")
-    billing.grant(tenant=tenant, minutes=10)
+    number = number_service.add_number(actor=ACTOR, tenant=tenant, display_number="+6221555099")
+    billing.grant(actor=ACTOR, tenant=tenant, minutes=10)
 
     def call(method, template, body=None, auth=headers, **ids):
         response = client.open(
@@ -417,6 +419,8 @@ def test_minimal_records_answer_as_their_response_schemas(client, headers, tenan
     call("get", "/api/v1/usage")
     call("get", "/api/v1/credits")
     call("get", "/api/v1/credits/transactions")
+    log = call("get", "/api/v1/audit-log")
+    assert log["entries"][-1]["actor"] == {"type": "system", "id": None, "label": "System"}
     call("get", "/healthz", auth={})
     call("get", "/readyz", auth={})
 

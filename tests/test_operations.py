@@ -27,6 +27,7 @@ from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
 from tests.call_flow import CALLER, end_body
 from tests.conftest import RUNTIME_TOKEN
+from tests.helpers import ACTOR
 from tests.receiver import Answer, Receiver
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,10 +116,10 @@ def deployment(app_config, redis_url, redis_client, tmp_path):
 def test_deployment_serves_calls_and_reports_health_metrics_and_json_logs(
     app, deployment, tmp_path
 ):
-    tenant = tenant_service.create_tenant(name="ops", plan="business")
-    api_key = key_service.create_key(tenant=tenant, name="ops")[1]
-    number = number_service.add_number(tenant=tenant, display_number="+6221555077")
-    billing.grant(tenant=tenant, minutes=50)
+    tenant = tenant_service.create_tenant(actor=ACTOR, name="ops", plan="business")
+    api_key = key_service.create_key(actor=ACTOR, tenant=tenant, name="ops")[1]
+    number = number_service.add_number(actor=ACTOR, tenant=tenant, display_number="+6221555077")
+    billing.grant(actor=ACTOR, tenant=tenant, minutes=50)
     deployment.start()
     api = {"x-api-key": api_key}
     runtime = {"Authorization": f"Bearer {RUNTIME_TOKEN}"}
@@ -202,7 +203,7 @@ def test_deployment_serves_calls_and_reports_health_metrics_and_json_logs(
 @pytest.mark.sqlite_only
 def test_backup_while_the_service_writes(app, runner, tmp_path):
     """flask db backup from another process while a writer commits calls as fast as it can."""
-    tenant = tenant_service.create_tenant(name="busy", plan="business")
+    tenant = tenant_service.create_tenant(actor=ACTOR, name="busy", plan="business")
     stop, written = threading.Event(), []
 
     def writer():

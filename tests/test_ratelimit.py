@@ -18,7 +18,7 @@ from app import create_app, ratelimit
 from app.ratelimit import RateLimiter, RedisCounters
 from app.services import keys as key_service
 from app.services import tenants as tenant_service
-from tests.helpers import assert_error
+from tests.helpers import ACTOR, assert_error
 from tests.workers import ThrowawayRedis
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,8 +30,8 @@ def burst(client, headers, count, path="/api/v1/agents"):
 
 @pytest.fixture
 def starter_headers(app):
-    tenant = tenant_service.create_tenant(name="small", plan="starter")
-    return {"x-api-key": key_service.create_key(tenant=tenant, name="k")[1]}
+    tenant = tenant_service.create_tenant(actor=ACTOR, name="small", plan="starter")
+    return {"x-api-key": key_service.create_key(actor=ACTOR, tenant=tenant, name="k")[1]}
 
 
 def test_starter_tenant_gets_exactly_60_then_429(client, starter_headers):
@@ -54,7 +54,7 @@ def test_starter_tenant_gets_exactly_60_then_429(client, starter_headers):
 
 def test_limit_is_shared_by_all_keys_and_routes_of_a_tenant(app, client, starter_headers):
     tenant = tenant_service.find_tenant("small")
-    second = {"x-api-key": key_service.create_key(tenant=tenant, name="k2")[1]}
+    second = {"x-api-key": key_service.create_key(actor=ACTOR, tenant=tenant, name="k2")[1]}
     burst(client, starter_headers, 30)
     burst(client, second, 30, path="/api/v1/phone-numbers")
     assert_error(client.get("/api/v1/agents", headers=second), 429, "rate_limited")
@@ -120,8 +120,8 @@ def test_counters_in_redis_are_shared_between_app_instances(app_config, redis_cl
     config = {**app_config, "REDIS_URL": redis_url, "QUEUE_MODE": "inline"}
     first, second = create_app(config), create_app(config)
     with first.app_context():
-        tenant = tenant_service.create_tenant(name="shared", plan="starter")
-        headers = {"x-api-key": key_service.create_key(tenant=tenant, name="k")[1]}
+        tenant = tenant_service.create_tenant(actor=ACTOR, name="shared", plan="starter")
+        headers = {"x-api-key": key_service.create_key(actor=ACTOR, tenant=tenant, name="k")[1]}
     statuses = []
     for i in range(80):
         instance = first if i % 2 else second
@@ -137,9 +137,9 @@ def test_enterprise_tenant_is_counted_one_request_at_a_time_in_redis(
     app = create_app({**app_config, "REDIS_URL": redis_url, "QUEUE_MODE": "inline"})
     with app.app_context():
         tenant = tenant_service.create_tenant(
-            name="huge", plan="enterprise", rate_limit=100_000, concurrent_calls=100
+            actor=ACTOR, name="huge", plan="enterprise", rate_limit=100_000, concurrent_calls=100
         )
-        headers = {"x-api-key": key_service.create_key(tenant=tenant, name="k")[1]}
+        headers = {"x-api-key": key_service.create_key(actor=ACTOR, tenant=tenant, name="k")[1]}
     client = app.test_client()
     remaining = [
         int(client.get("/api/v1/agents", headers=headers).headers["X-RateLimit-Remaining"])
@@ -242,8 +242,8 @@ def test_api_keeps_serving_when_redis_goes_away(app_config, throwaway_redis, cap
     url, process = throwaway_redis
     app = create_app({**app_config, "REDIS_URL": url, "QUEUE_MODE": "inline"})
     with app.app_context():
-        tenant = tenant_service.create_tenant(name="resilient", plan="starter")
-        headers = {"x-api-key": key_service.create_key(tenant=tenant, name="k")[1]}
+        tenant = tenant_service.create_tenant(actor=ACTOR, name="resilient", plan="starter")
+        headers = {"x-api-key": key_service.create_key(actor=ACTOR, tenant=tenant, name="k")[1]}
     client = app.test_client()
     assert client.get("/api/v1/agents", headers=headers).status_code == 200
     process.send_signal(signal.SIGKILL)
@@ -280,10 +280,12 @@ def test_gunicorn_workers_share_the_count(app_config, redis_client, redis_url, t
     config = {**app_config, "REDIS_URL": redis_url}
     app = create_app(config)
     with app.app_context():
-        tenant = tenant_service.create_tenant(name="burst", plan="starter")
-        headers = {"x-api-key": key_service.create_key(tenant=tenant, name="k")[1]}
-        business = tenant_service.create_tenant(name="big", plan="business")
-        business_headers = {"x-api-key": key_service.create_key(tenant=business, name="k")[1]}
+        tenant = tenant_service.create_tenant(actor=ACTOR, name="burst", plan="starter")
+        headers = {"x-api-key": key_service.create_key(actor=ACTOR, tenant=tenant, name="k")[1]}
+        business = tenant_service.create_tenant(actor=ACTOR, name="big", plan="business")
+        business_headers = {
+            "x-api-key": key_service.create_key(actor=ACTOR, tenant=business, name="k")[1]
+        }
     port = free_port()
     access_log = tmp_path / "access.log"
     env = {

@@ -20,6 +20,7 @@ from app.models import Delivery, DeliveryAttempt, Webhook
 from app.services import events
 from app.services import webhooks as webhook_service
 from app.util import new_id, utcnow
+from tests.helpers import ACTOR
 from tests.receiver import Answer, Receiver
 from tests.workers import (
     WEBHOOK_SECRET,
@@ -268,16 +269,16 @@ def test_a_rotated_secret_signs_beside_the_new_one_until_its_overlap_ends(tenant
     with Receiver() as receiver:
         webhook = register_webhook(tenant, receiver.url)
         _, new = webhook_service.rotate_secret(
-            tenant=tenant, webhook_id=webhook.id, overlap_hours=1
+            actor=ACTOR, tenant=tenant, webhook_id=webhook.id, overlap_hours=1
         )
         workers.start()
-        webhook_service.send_test(tenant=tenant, webhook_id=webhook.id)
+        webhook_service.send_test(actor=ACTOR, tenant=tenant, webhook_id=webhook.id)
         (during,) = receiver.wait_for(1, timeout=20)
         # The overlap ends: its stored expiry moves into the past.
         Webhook.update(previous_secret_expires_at=utcnow() - timedelta(seconds=1)).where(
             Webhook.id == webhook.id
         ).execute()
-        webhook_service.send_test(tenant=tenant, webhook_id=webhook.id)
+        webhook_service.send_test(actor=ACTOR, tenant=tenant, webhook_id=webhook.id)
         after = receiver.wait_for(2, timeout=20)[1]
     old_key, new_key = standard_key(WEBHOOK_SECRET), standard_key(new)
     first, second = during.headers["webhook-signature"].split(" ")

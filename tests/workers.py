@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.helpers import ACTOR
+
 ROOT = Path(__file__).resolve().parent.parent
 SPEEDS = {
     "WEBHOOK_RETRY_SCALE": "0.001",  # 5 s becomes 5 ms, 5 min 0.3 s
@@ -37,7 +39,7 @@ def register_webhook(tenant, url: str, events=("call.ended",)):
     from app.services import webhooks as webhook_service
 
     return webhook_service.create_webhook(
-        tenant=tenant, url=url, events=list(events), secret=WEBHOOK_SECRET
+        actor=ACTOR, tenant=tenant, url=url, events=list(events), secret=WEBHOOK_SECRET
     )
 
 

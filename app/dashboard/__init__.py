@@ -109,16 +109,10 @@ def require_change() -> None:
         abort(403, "Your role can view this tenant but not change it.")
 
 
-def record_change(action: str, target_id: str | None = None, **details: Any) -> None:
-    """Write the tenant's audit entry for a change made from the dashboard (who, what, which
-    id, from where); call it in the view that made the change, after the service did."""
-    audit.write(
-        audit.Actor.user(g.user, request.remote_addr),
-        tenant_id=g.tenant.id,
-        action=action,
-        target_id=target_id,
-        details=details,
-    )
+def current_actor() -> audit.Actor:
+    """Who makes a change from the dashboard: the signed-in user, from the client's address;
+    services write it in their audit entry."""
+    return audit.Actor.user(g.user, request.remote_addr)
 
 
 # A form that creates something and shows a secret once is answered with the page itself

@@ -11,14 +11,13 @@ from werkzeug.datastructures import MultiDict
 from app.dashboard import (
     ALREADY_SENT,
     bp,
+    current_actor,
     first_sending,
-    record_change,
     require_change,
     rotation_page,
     secret_page,
 )
 from app.dashboard.formdata import Errors, as_form, changed, load_form
-from app.db import database
 from app.errors import Conflict, ValidationFailed
 from app.models import Agent, Function
 from app.resources.agents.schemas import (
@@ -39,7 +38,6 @@ from app.services import agents as agent_service
 from app.services import function_calls
 from app.services import functions as function_service
 from app.services import phone_numbers as number_service
-from app.util import isoformat
 
 # The agent form: every writable field of the API.
 FORM_FIELDS = tuple(AgentCreateSchema().load_fields)
@@ -84,9 +82,7 @@ def new_agent():
     fields, errors = load_form(AgentCreateSchema(), request.form)
     if errors:
         return _new_agent_page(request.form, errors), 422
-    with database.atomic():
-        agent = agent_service.create_agent(tenant=g.tenant, **fields)
-        record_change("agent.created", agent.id)
+    agent = agent_service.create_agent(tenant=g.tenant, actor=current_actor(), **fields)
     flash(f"Agent {agent.name} created.", "success")
     return redirect(url_for("dashboard.agent", agent_id=agent.id))
 
@@ -105,9 +101,9 @@ def agent(agent_id: str):
         return _agent_page(agent, values=request.form, errors=errors), 422
     changes = changed(agent, fields)
     if changes:
-        with database.atomic():
-            agent_service.update_agent(tenant=g.tenant, agent_id=agent.id, **changes)
-            record_change("agent.updated", agent.id, fields=sorted(changes))
+        agent_service.update_agent(
+            tenant=g.tenant, actor=current_actor(), agent_id=agent.id, **changes
+        )
         flash("Agent saved.", "success")
     else:
         flash("Nothing to save: no field was changed.", "info")
@@ -159,9 +155,7 @@ def delete_agent(agent_id: str):
             button="Delete agent",
             cancel=url_for("dashboard.agent", agent_id=agent.id),
         )
-    with database.atomic():
-        agent_service.delete_agent(tenant=g.tenant, agent_id=agent.id)
-        record_change("agent.deleted", agent.id)
+    agent_service.delete_agent(tenant=g.tenant, actor=current_actor(), agent_id=agent.id)
     flash(f"Agent {agent.name} deleted.", "success")
     return redirect(url_for("dashboard.agents"))
 
@@ -179,16 +173,13 @@ def new_function(agent_id: str):
     if not errors:
         try:
             function = function_service.create_function(
-                tenant=g.tenant, agent_id=agent.id, **fields
+                tenant=g.tenant, actor=current_actor(), agent_id=agent.id, **fields
             )
         except ValidationFailed as exc:  # the URL rules
             errors = {key: list(messages) for key, messages in exc.details.items()}
         except Conflict as exc:
             errors, status = {"name": [exc.message]}, 409
         else:
-            # After the service's own transaction: it resolves the endpoint's host first, and
-            # no write transaction waits on a DNS answer.
-            record_change("function.created", function.id, agentId=agent.id)
             # Rendered, never flashed: the session cookie is signed, not encrypted.
             return secret_page(_agent_page(agent, created=function), 201)
     return _agent_page(agent, function_values=request.form, function_errors=errors), status
@@ -209,9 +200,9 @@ def delete_function(agent_id: str, name: str):
             button="Delete function",
             cancel=url_for("dashboard.agent", agent_id=agent.id),
         )
-    with database.atomic():
-        function_service.delete_function(tenant=g.tenant, agent_id=agent.id, name=function.name)
-        record_change("function.deleted", function.id, agentId=agent.id)
+    function_service.delete_function(
+        tenant=g.tenant, actor=current_actor(), agent_id=agent.id, name=function.name
+    )
     flash(f"Function {function.name} deleted.", "success")
     return redirect(url_for("dashboard.agent", agent_id=agent.id))
 
@@ -231,13 +222,15 @@ def function_settings(agent_id: str, name: str):
     if not errors and changes:
         try:
             function_service.update_function(
-                tenant=g.tenant, agent_id=agent.id, name=function.name, **changes
+                tenant=g.tenant,
+                actor=current_actor(),
+                agent_id=agent.id,
+                name=function.name,
+                **changes,
             )
         except ValidationFailed as exc:  # the URL rules
             errors = {key: list(messages) for key, messages in exc.details.items()}
         else:
-            # After the service's own transaction, as when a function is added.
-            record_change("function.updated", function.id, agentId=agent.id, fields=sorted(changes))
             flash(f"Function {function.name} saved.", "success")
             return redirect(
                 url_for("dashboard.function_settings", agent_id=agent.id, name=function.name)
@@ -270,20 +263,13 @@ def rotate_function_secret(agent_id: str, name: str):
     fields, errors = load_form(SecretRotationSchema(only=("overlap_hours",)), request.form)
     if errors:
         raise ValidationFailed("Choose how long the old secret keeps signing.", details=errors)
-    with database.atomic():
-        function, secret = function_service.rotate_secret(
-            tenant=g.tenant,
-            agent_id=agent.id,
-            name=function.name,
-            overlap_hours=fields["overlap_hours"],
-        )
-        record_change(
-            "function.secret_rotated",
-            function.id,
-            agentId=agent.id,
-            overlapHours=fields["overlap_hours"],
-            previousSecretExpiresAt=isoformat(function.overlap_ends_at),
-        )
+    function, secret = function_service.rotate_secret(
+        tenant=g.tenant,
+        actor=current_actor(),
+        agent_id=agent.id,
+        name=function.name,
+        overlap_hours=fields["overlap_hours"],
+    )
     return secret_page(_function_page(agent, function, rotated=secret))
 
 
@@ -323,11 +309,10 @@ def function_test(agent_id: str, name: str):
     fields, errors = load_form(FunctionTestSchema(), form)
     if errors:
         return _function_test_page(agent, function, values=request.form, errors=errors), 422
+    # A test changes nothing, so it writes no audit entry (DESIGN section 14).
     report = function_calls.run_test(
         tenant=g.tenant, agent_id=agent.id, name=function.name, parameters=fields["parameters"]
     )
-    outcome = report.error["code"] if report.error else "ok"
-    record_change("function.tested", function.id, agentId=agent.id, outcome=outcome)
     return _function_test_page(agent, function, values=request.form, report=report)
 
 

@@ -3,11 +3,10 @@
 import re
 from datetime import timedelta
 
-from flask import flash, redirect, render_template, request, session, url_for
+from flask import flash, g, redirect, render_template, request, session, url_for
 
-from app.dashboard import bp
+from app.dashboard import bp, current_actor
 from app.dashboard.forms import SignInForm
-from app.db import database
 from app.services import audit
 from app.services import users as user_service
 from app.util import utcnow
@@ -35,34 +34,6 @@ def _throttled(email: str, address: str | None) -> bool:
     )
 
 
-def _attempt(email: str, password: str):
-    """The user these credentials sign in, or None; either way an audit entry."""
-    address = request.remote_addr
-    user = user_service.authenticate(email=email, password=password)
-    with database.atomic():
-        if user is None:
-            owner = user_service.user_with_email(email)
-            audit.record(
-                tenant_id=owner.tenant_id if owner else None,
-                action="user.sign_in_failed",
-                target_id=owner.id if owner else None,
-                actor_type="user",
-                actor_label=email,
-                address=address,
-            )
-        else:
-            audit.record(
-                tenant_id=user.tenant_id,
-                action="user.signed_in",
-                target_id=user.id,
-                actor_type="user",
-                actor_id=user.id,
-                actor_label=user.email,
-                address=address,
-            )
-    return user
-
-
 def _next_page() -> str:
     """Where to go after signing in: a dashboard page of this site, else the overview."""
     target = request.args.get("next", "")
@@ -80,12 +51,15 @@ def sign_in():
         if _throttled(email, request.remote_addr):
             flash(THROTTLED, "error")
             return render_template("dashboard/sign_in.html", form=form), 429
-        user = _attempt(email, form.password.data)
-        if user is not None:
+        signed_in = user_service.sign_in(
+            email=email, password=form.password.data, address=request.remote_addr
+        )
+        if signed_in is not None:
+            user, session_id = signed_in
             # A new session at every sign-in: nothing of an earlier one carries over.
             session.clear()
             session.permanent = True
-            session["session_id"] = user_service.start_session(user=user)
+            session["session_id"] = session_id
             session["user_id"] = user.id
             session["session_version"] = user.session_version
             return redirect(_next_page())
@@ -98,9 +72,8 @@ def sign_in():
 
 @bp.route("/sign-out", methods=["POST"])
 def sign_out():
-    session_id = session.get("session_id")
-    if isinstance(session_id, str):
-        user_service.end_session(session_id)  # a copy of the cookie is refused from now on
+    # A copy of the cookie is refused from now on.
+    user_service.sign_out(user=g.user, session_id=session["session_id"], actor=current_actor())
     session.clear()
     flash("You have signed out.", "info")
     return redirect(url_for("dashboard.sign_in"))

@@ -2,9 +2,8 @@
 
 from flask import flash, g, redirect, render_template, request, url_for
 
-from app.dashboard import bp, record_change
+from app.dashboard import bp, current_actor
 from app.dashboard.formdata import load_form
-from app.db import database
 from app.resources.phone_numbers.schemas import AssignAgentSchema
 from app.services import agents as agent_service
 from app.services import phone_numbers as number_service
@@ -35,11 +34,9 @@ def assign_agent(number_id: str):
     if errors:
         messages = [message for of_field in errors.values() for message in of_field]
         return _numbers_page({number.id: messages}), 422
-    with database.atomic():
-        number = number_service.assign_agent(
-            tenant=g.tenant, number_id=number.id, agent_id=fields["agent_id"]
-        )
-        record_change("number.agent_assigned", number.id, agentId=number.agent_id)
+    number = number_service.assign_agent(
+        tenant=g.tenant, actor=current_actor(), number_id=number.id, agent_id=fields["agent_id"]
+    )
     if number.agent is None:
         flash(f"{number.display_number} has no agent now: it answers no calls.", "success")
     else:

@@ -12,10 +12,9 @@ from flask import (
     url_for,
 )
 
-from app.dashboard import ALREADY_SENT, bp, first_sending, owner_only, record_change
+from app.dashboard import ALREADY_SENT, bp, current_actor, first_sending, owner_only
 from app.dashboard.forms import AddUserForm, CreateKeyForm, RoleForm, ThresholdForm
 from app.dashboard.listing import page_links, read_query
-from app.db import database
 from app.resources.common import PageArgsSchema
 from app.services import audit, billing
 from app.services import keys as key_service
@@ -34,9 +33,7 @@ def tenant_settings():
     if form.validate_on_submit():
         minutes = form.minutes.data
         if minutes != tenant.low_balance_threshold:
-            with database.atomic():
-                tenant_service.set_threshold(tenant=tenant, minutes=minutes)
-                record_change("tenant.threshold_changed", tenant.id, minutes=minutes)
+            tenant_service.set_threshold(tenant=tenant, actor=current_actor(), minutes=minutes)
             flash(
                 f"credits.low now fires when the balance falls below {minutes} minutes.", "success"
             )
@@ -62,11 +59,13 @@ def api_keys():
             flash(ALREADY_SENT, "info")
             return redirect(url_for("dashboard.api_keys"))
         days = int(form.expires.data) if form.expires.data else None
-        with database.atomic():
-            record, key = key_service.create_key(
-                tenant=g.tenant, name=form.name.data, scope=form.scope.data, expires_in_days=days
-            )
-            record_change("key.created", record.id, name=record.name, scope=record.scope)
+        record, key = key_service.create_key(
+            tenant=g.tenant,
+            actor=current_actor(),
+            name=form.name.data,
+            scope=form.scope.data,
+            expires_in_days=days,
+        )
         # Shown in this answer only: the key is never stored, and never shown again.
         created = {"record": record, "key": key}
         form = CreateKeyForm(formdata=None)
@@ -96,10 +95,7 @@ def revoke_key(key_id: str):
             button="Revoke",
             cancel=url_for("dashboard.api_keys"),
         )
-    with database.atomic():
-        record, revoked = key_service.revoke_key(key_id=record.id)
-        if revoked:
-            record_change("key.revoked", record.id, name=record.name)
+    record, _ = key_service.revoke_key(key_id=record.id, actor=current_actor())
     flash(f"The key {record.name} ({record.prefix}…) is revoked.", "success")
     return redirect(url_for("dashboard.api_keys"))
 
@@ -110,14 +106,13 @@ def team():
     form = AddUserForm()
     status = 200
     if form.validate_on_submit():
-        with database.atomic():
-            user = user_service.create_user(
-                tenant=g.tenant,
-                email=form.email.data,
-                password=form.password.data,
-                role=form.role.data,
-            )
-            record_change("user.created", user.id, email=user.email, role=user.role)
+        user = user_service.create_user(
+            tenant=g.tenant,
+            actor=current_actor(),
+            email=form.email.data,
+            password=form.password.data,
+            role=form.role.data,
+        )
         flash(f"{user.email} can now sign in as {user.role}.", "success")
         return redirect(url_for("dashboard.team"))
     if request.method == "POST":
@@ -138,9 +133,7 @@ def change_role(user_id: str):
         abort(422, "Choose one of the roles.")
     if user.id == g.user.id and form.role.data != "owner":
         abort(409, "You cannot take away your own owner role; another owner can.")
-    with database.atomic():
-        user = user_service.set_role(user=user, role=form.role.data)
-        record_change("user.role_changed", user.id, role=user.role)
+    user = user_service.set_role(user=user, actor=current_actor(), role=form.role.data)
     flash(f"{user.email} is now {user.role}.", "success")
     return redirect(url_for("dashboard.team"))
 
@@ -161,10 +154,7 @@ def disable_user(user_id: str):
             button="Disable",
             cancel=url_for("dashboard.team"),
         )
-    with database.atomic():
-        user, changed = user_service.disable(user=user)
-        if changed:
-            record_change("user.disabled", user.id, email=user.email)
+    user, _ = user_service.disable(user=user, actor=current_actor())
     flash(f"{user.email} is disabled and signed out.", "success")
     return redirect(url_for("dashboard.team"))
 
@@ -174,10 +164,7 @@ def disable_user(user_id: str):
 def enable_user(user_id: str):
     """Let a disabled user sign in again."""
     user = user_service.get_user(tenant=g.tenant, user_id=user_id)
-    with database.atomic():
-        user, changed = user_service.enable(user=user)
-        if changed:
-            record_change("user.enabled", user.id, email=user.email)
+    user, _ = user_service.enable(user=user, actor=current_actor())
     flash(f"{user.email} can sign in again, as {user.role}.", "success")
     return redirect(url_for("dashboard.team"))
 

@@ -11,14 +11,13 @@ from werkzeug.datastructures import MultiDict
 from app.dashboard import (
     ALREADY_SENT,
     bp,
+    current_actor,
     first_sending,
-    record_change,
     require_change,
     rotation_page,
     secret_page,
 )
 from app.dashboard.formdata import Errors, as_form, changed, flatten, load_form
-from app.db import database
 from app.errors import Conflict, ValidationFailed
 from app.models import Webhook
 from app.resources.common import SecretRotationSchema
@@ -34,7 +33,7 @@ from app.services import webhooks as webhook_service
 from app.services.deliveries import STATUSES
 from app.services.events import EVENT_TYPES
 from app.services.pages import COUNT_LIMIT
-from app.util import isoformat, utcnow
+from app.util import utcnow
 
 ROTATED_ALREADY = (
     "This form was sent already (the page was reloaded): the secret was not rotated again."
@@ -71,13 +70,12 @@ def new_webhook():
     fields, errors = load_form(WebhookCreateSchema(), request.form, urls_at=("url",))
     if not errors:
         try:
-            webhook = webhook_service.create_webhook(tenant=g.tenant, **fields)
+            webhook = webhook_service.create_webhook(
+                tenant=g.tenant, actor=current_actor(), **fields
+            )
         except ValidationFailed as exc:  # the URL rules
             errors = _field_errors(exc)
         else:
-            # After the service's own transaction: it resolves the URL's host first, and no
-            # write transaction waits on a DNS answer (so too when saving the form).
-            record_change("webhook.created", webhook.id)
             # Rendered, never flashed: the session cookie is signed, not encrypted.
             return secret_page(_webhook_page(webhook, secret=fields["secret"]), 201)
     return _new_webhook_page(request.form, errors), 422
@@ -104,12 +102,13 @@ def webhook(webhook_id: str):
         changes = changed(webhook, fields)
         try:
             if changes:
-                webhook_service.update_webhook(tenant=g.tenant, webhook_id=webhook.id, **changes)
+                webhook_service.update_webhook(
+                    tenant=g.tenant, actor=current_actor(), webhook_id=webhook.id, **changes
+                )
         except ValidationFailed as exc:
             errors = _field_errors(exc)
         else:
             if changes:
-                record_change("webhook.updated", webhook.id, fields=sorted(changes))
                 flash("Webhook saved.", "success")
             else:
                 flash("Nothing to save: no field was changed.", "info")
@@ -186,16 +185,12 @@ def rotate_webhook_secret(webhook_id: str):
     fields, errors = load_form(SecretRotationSchema(only=("overlap_hours",)), request.form)
     if errors:
         raise ValidationFailed("Choose how long the old secret keeps signing.", details=errors)
-    with database.atomic():
-        webhook, secret = webhook_service.rotate_secret(
-            tenant=g.tenant, webhook_id=webhook.id, overlap_hours=fields["overlap_hours"]
-        )
-        record_change(
-            "webhook.secret_rotated",
-            webhook.id,
-            overlapHours=fields["overlap_hours"],
-            previousSecretExpiresAt=isoformat(webhook.overlap_ends_at),
-        )
+    webhook, secret = webhook_service.rotate_secret(
+        tenant=g.tenant,
+        actor=current_actor(),
+        webhook_id=webhook.id,
+        overlap_hours=fields["overlap_hours"],
+    )
     return secret_page(_webhook_page(webhook, rotated=secret))
 
 
@@ -203,9 +198,9 @@ def rotate_webhook_secret(webhook_id: str):
 def disable_webhook(webhook_id: str):
     webhook = webhook_service.get_webhook(tenant=g.tenant, webhook_id=webhook_id)
     if webhook.is_active:
-        with database.atomic():
-            webhook_service.update_webhook(tenant=g.tenant, webhook_id=webhook.id, is_active=False)
-            record_change("webhook.disabled", webhook.id)
+        webhook_service.update_webhook(
+            tenant=g.tenant, actor=current_actor(), webhook_id=webhook.id, is_active=False
+        )
         flash(
             "Webhook disabled: it receives nothing, and its pending deliveries failed. "
             "Tick Active and save to enable it again.",
@@ -218,9 +213,7 @@ def disable_webhook(webhook_id: str):
 def test_webhook(webhook_id: str):
     webhook = webhook_service.get_webhook(tenant=g.tenant, webhook_id=webhook_id)
     try:
-        with database.atomic():
-            delivery = webhook_service.send_test(tenant=g.tenant, webhook_id=webhook.id)
-            record_change("webhook.test_sent", webhook.id, deliveryId=delivery.id)
+        webhook_service.send_test(tenant=g.tenant, actor=current_actor(), webhook_id=webhook.id)
     except Conflict as exc:  # disabled
         flash(exc.message, "error")
         return _webhook_page(webhook), 409
@@ -240,15 +233,9 @@ def replay_webhook(webhook_id: str):
     fields, errors = load_form(ReplayRequestSchema(only=REPLAY_FIELDS), given)
     if not errors:
         try:
-            with database.atomic():
-                replayed = webhook_service.replay(tenant=g.tenant, webhook_id=webhook.id, **fields)
-                record_change(
-                    "webhook.replayed",
-                    webhook.id,
-                    since=isoformat(fields["since"]),
-                    until=isoformat(fields.get("until")),
-                    replayed=replayed,
-                )
+            replayed = webhook_service.replay(
+                tenant=g.tenant, actor=current_actor(), webhook_id=webhook.id, **fields
+            )
         except ValidationFailed as exc:  # since not before until, or too many events
             errors = _field_errors(exc) if exc.code == "validation_error" else {}
             errors = errors or {"_schema": [exc.message]}
@@ -267,9 +254,7 @@ def retry_delivery(delivery_id: str):
     delivery = delivery_service.get_delivery(tenant=g.tenant, delivery_id=delivery_id)
     webhook = webhook_service.get_webhook(tenant=g.tenant, webhook_id=delivery.webhook_id)
     try:
-        with database.atomic():
-            delivery_service.retry(tenant=g.tenant, delivery_id=delivery.id)
-            record_change("delivery.retried", delivery.id, webhookId=webhook.id)
+        delivery_service.retry(tenant=g.tenant, actor=current_actor(), delivery_id=delivery.id)
     except Conflict as exc:  # the webhook is disabled
         flash(exc.message, "error")
         return _webhook_page(webhook), 409
@@ -294,8 +279,6 @@ def delete_webhook(webhook_id: str):
             button="Delete webhook",
             cancel=url_for("dashboard.webhook", webhook_id=webhook.id),
         )
-    with database.atomic():
-        webhook_service.delete_webhook(tenant=g.tenant, webhook_id=webhook.id)
-        record_change("webhook.deleted", webhook.id)
+    webhook_service.delete_webhook(tenant=g.tenant, actor=current_actor(), webhook_id=webhook.id)
     flash("Webhook deleted.", "success")
     return redirect(url_for("dashboard.webhooks"))

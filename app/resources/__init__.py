@@ -9,6 +9,7 @@ from flask_smorest import Api
 from app.auth import API_KEY_SCHEME, RUNTIME_SCHEME
 from app.resources import health
 from app.resources.agents.routes import blp as agents_blp
+from app.resources.audit.routes import blp as audit_blp
 from app.resources.calls.routes import blp as calls_blp
 from app.resources.common import RATE_LIMIT_HEADERS
 from app.resources.credits.routes import blp as credits_blp
@@ -27,6 +28,7 @@ TENANT_BLUEPRINTS = [
     webhooks_blp,
     events_blp,
     usage_blp,
+    audit_blp,
 ]
 
 

@@ -1,23 +1,26 @@
-"""Idempotency-Key on every POST of the tenant API (DESIGN section 9): the request hooks that
-every TenantBlueprint registers, and the apispec plugin that documents them on every POST.
+"""Idempotency-Key on every POST of the tenant API (DESIGN sections 9 and 10): the request
+hooks that every TenantBlueprint registers, and the apispec plugin that documents them on
+every POST.
 
-A POST with the header takes its key (app.services.idempotency) before its view runs, then
-runs in one database transaction of the request's own (peewee's session_start): the view's
-atomic() blocks nest in it as savepoints, the jobs they defer are enqueued once it commits,
-and the answer is stored in it, so the change and the stored answer commit together. An
-answer of 500 or more, or an exception, rolls the transaction back and frees the key. A
-repeat gets the stored answer with Idempotent-Replayed: true. GET, PATCH and DELETE ignore
-the header.
+A POST with the header takes its key (app.services.idempotency) before its view runs, and
+holds the unit of work open (app.db.hold_unit_of_work): the service's own transaction, which
+it opens after its network work (a URL's DNS check), stays open until the answer is stored in
+it, so the change and the stored answer commit together, and the jobs the change defers are
+enqueued once they have. A request that changes nothing (a function test, whose endpoint
+answers while no transaction is open) stores its answer in a short transaction of its own.
+An answer of 500 or more, or an exception, rolls the change back and frees the key. A repeat
+gets the stored answer with Idempotent-Replayed: true. GET, PATCH and DELETE ignore the
+header.
 """
 
 import re
-from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
 from apispec import BasePlugin
 from flask import Response, current_app, g, request
 
+from app import db
 from app.auth import current_tenant
 from app.db import database
 from app.errors import ValidationFailed, error_response
@@ -42,17 +45,6 @@ REJECTED = (
 )
 
 
-def outside_transaction(view: Callable[..., Any]) -> Callable[..., Any]:
-    """Mark a view that waits on the network, to run without the request's transaction.
-
-    Such a view would otherwise hold the transaction (on SQLite, the write lock) while it
-    waits. Its answer is still stored and replayed, but in a transaction of its own after
-    the view returns: right for a view that changes nothing in the database.
-    """
-    view.idempotency_outside_transaction = True  # type: ignore[attr-defined]
-    return view
-
-
 def check_key(key: str) -> None:
     """ValidationFailed naming the header unless key is 1-255 printable ASCII characters."""
     if VALID_KEY.fullmatch(key):
@@ -67,15 +59,6 @@ def check_key(key: str) -> None:
         f"Invalid value for the {HEADER} header.",
         details={HEADER: [f"Must be {KEY_RULE}; {problem}."]},
     )
-
-
-def _view_in_transaction() -> bool:
-    """False for a view marked outside_transaction."""
-    view = current_app.view_functions[request.endpoint or ""]
-    view_class = getattr(view, "view_class", None)  # a MethodView's: its method is the view
-    if view_class is not None:
-        view = getattr(view_class, request.method.lower())
-    return not getattr(view, "idempotency_outside_transaction", False)
 
 
 def _replay(stored: idempotency_service.Stored) -> Response:
@@ -100,20 +83,18 @@ def begin_request() -> Response | None:
     if isinstance(taken, idempotency_service.Stored):
         return _replay(taken)
     g.idempotency_key = taken
-    if _view_in_transaction():
-        database.session_start()
-        g.idempotency_transaction = True
+    g.idempotency_hold = db.hold_unit_of_work()
     return None
 
 
-def _end_transaction(*, commit: bool) -> None:
-    """Commit (which enqueues the jobs deferred until commit) or roll back the request's
-    transaction, if it has one."""
-    if not g.pop("idempotency_transaction", False):
-        return
-    if not commit:
-        database.session_rollback()
-        return
+def _release_hold() -> bool:
+    """Stop holding the request's unit of work; whether its change's transaction is open."""
+    token = g.pop("idempotency_hold", None)
+    return token is not None and db.release_unit_of_work(token)
+
+
+def _commit() -> None:
+    """Commit the change with its stored answer (which enqueues the jobs it deferred)."""
     try:
         database.session_commit()
     except Exception:
@@ -122,52 +103,66 @@ def _end_transaction(*, commit: bool) -> None:
         raise
 
 
-def _abandon(record: IdempotencyKey) -> None:
-    """Roll the request's transaction back and free the key."""
+def _abandon(record: IdempotencyKey, *, open_change: bool) -> None:
+    """Roll the request's change back, if it has one open, and free the key."""
     try:
-        _end_transaction(commit=False)
+        if open_change:
+            database.session_rollback()
     finally:
         idempotency_service.release(record=record)
 
 
+def _store(record: IdempotencyKey, response: Response) -> bool:
+    return idempotency_service.finish(
+        record=record,
+        status_code=response.status_code,
+        body=response.get_data(as_text=True),
+        headers={name: value for name in KEPT_HEADERS if (value := response.headers.get(name))},
+    )
+
+
 def finish_request(response: Response) -> Response:
-    """after_request: store an answer below 500 with the request's change and commit both;
-    otherwise roll the change back and free the key."""
+    """after_request: store an answer below 500, in the change's own transaction if the
+    request made one (then commit both), else in a short one of its own; otherwise roll the
+    change back and free the key."""
     record: IdempotencyKey | None = g.pop("idempotency_key", None)
     if record is None:
         return response
+    open_change = _release_hold()
     if response.status_code >= 500:
-        _abandon(record)
+        _abandon(record, open_change=open_change)
         return response
     try:
-        stored = idempotency_service.finish(
-            record=record,
-            status_code=response.status_code,
-            body=response.get_data(as_text=True),
-            headers={name: value for name in KEPT_HEADERS if (value := response.headers.get(name))},
-        )
-        if not stored and g.get("idempotency_transaction"):
+        if not open_change:
+            with database.atomic():
+                _store(record, response)  # not stored: a repeat took the key over
+            return response
+        if not _store(record, response):
             # The request ran past its lease and a repeat took the key over: that repeat
             # makes the change, so this one is undone.
-            _end_transaction(commit=False)
+            open_change = False
+            database.session_rollback()
             return error_response(
                 409,
                 "idempotency_in_progress",
                 "This request ran longer than its Idempotency-Key is held and a repeat took "
                 "the key over; nothing was changed by this one.",
             )
-        _end_transaction(commit=True)
+        open_change = False  # committed, or rolled back by _commit when COMMIT fails
+        _commit()
     except BaseException:
-        _abandon(record)
+        _abandon(record, open_change=open_change)
         raise
     return response
 
 
 def abandon_request(exc: BaseException | None = None) -> None:
-    """teardown_request: a request that ended without finish_request frees its key."""
+    """teardown_request: a request that ended without finish_request rolls its change back
+    and frees its key."""
     record: IdempotencyKey | None = g.pop("idempotency_key", None)
+    open_change = _release_hold()
     if record is not None:
-        _abandon(record)
+        _abandon(record, open_change=open_change)
 
 
 class IdempotencyPlugin(BasePlugin):

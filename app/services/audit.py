@@ -1,13 +1,38 @@
 """Audit log: every change made from the API, the dashboard or the CLI, per tenant, newest
-first."""
+first.
 
+A service that changes something writes the change's one entry itself, in the change's own
+transaction, with the actor its caller passes (actor=): an API key, a dashboard user, the CLI.
+Details hold what the target record does not (which fields an update changed, the ids it
+links, the parameters of an action that leaves no record of its own), never a value typed into
+a field and never a secret.
+"""
+
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
-from app.models import ApiKey, AuditEntry, Tenant, User
+from peewee import Tuple
+
+from app.errors import NotFound
+from app.models import AuditEntry, Tenant, User
 from app.services.pages import Page, paginate
-from app.util import new_id
+from app.util import camelcase, new_id
+
+
+class NamedKey(Protocol):
+    """An API key as an actor sees it: its record, or the request's authenticated key."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def prefix(self) -> str: ...
+
 
 ACTOR_TYPES = ("api_key", "user", "cli", "runtime", "system")
 # Detail names that would hold a secret: an entry never stores one (a key is named by its id).
@@ -44,8 +69,9 @@ class Actor:
         return cls(type="system", label="System")
 
     @classmethod
-    def api_key(cls, key: ApiKey, address: str | None = None) -> "Actor":
-        """An API key, labelled by its name and prefix: `production (dkl_AbCd…)`."""
+    def api_key(cls, key: NamedKey, address: str | None = None) -> "Actor":
+        """An API key (its record, or the request's authenticated key), labelled by its name
+        and prefix: `production (dkl_AbCd…)`."""
         return cls(type="api_key", label=f"{key.name} ({key.prefix}…)", id=key.id, address=address)
 
     @classmethod
@@ -72,6 +98,11 @@ def write(
         address=actor.address,
         details=details,
     )
+
+
+def fields(names: Iterable[str]) -> dict[str, list[str]]:
+    """The details of an update: the API's names (camelCase) of the fields it changed."""
+    return {"fields": sorted(camelcase(name) for name in names)}
 
 
 def record(
@@ -104,6 +135,63 @@ def record(
         target_id=target_id,
         address=address[:ADDRESS_LENGTH] if address else None,
         details=details,
+    )
+
+
+@dataclass(frozen=True)
+class LogPage:
+    """A page of the audit log, newest first, and where the next one starts."""
+
+    entries: list[AuditEntry]
+    has_more: bool
+    next_after: str | None
+
+
+def list_log(
+    *,
+    tenant: Tenant,
+    action: str | None = None,
+    actor_type: str | None = None,
+    since: datetime | None = None,
+    after: str | None = None,
+    limit: int = 50,
+) -> LogPage:
+    """The tenant's entries older than the entry `after` (from the newest without it), newest
+    first (ties by id), filtered by action, actor type and since: keyset paging on
+    (created_at, id), a range of the (tenant, created_at, id) index, or of (tenant, action,
+    created_at, id) with an action, as cheap deep in the log as at its top. An unknown `after`
+    is NotFound."""
+    condition = AuditEntry.tenant == tenant
+    if after is not None:
+        cursor = (
+            AuditEntry.select(AuditEntry.created_at, AuditEntry.id)
+            .where((AuditEntry.id == after) & (AuditEntry.tenant == tenant))
+            .first()
+        )
+        if cursor is None:
+            raise NotFound(
+                f"No audit log entry {after} (after): it is not one of yours. Start again "
+                "without after.",
+                details={"after": after},
+            )
+        condition &= Tuple(AuditEntry.created_at, AuditEntry.id) < Tuple(
+            cursor.created_at, cursor.id
+        )
+    if action is not None:
+        condition &= AuditEntry.action == action
+    if actor_type is not None:
+        condition &= AuditEntry.actor_type == actor_type
+    if since is not None:
+        condition &= AuditEntry.created_at >= since
+    rows = list(
+        AuditEntry.select()
+        .where(condition)
+        .order_by(AuditEntry.created_at.desc(), AuditEntry.id.desc())
+        .limit(limit + 1)
+    )
+    shown = rows[:limit]
+    return LogPage(
+        entries=shown, has_more=len(rows) > limit, next_after=shown[-1].id if shown else after
     )
 
 

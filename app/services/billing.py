@@ -11,10 +11,11 @@ together, once: when the call ends (in the transaction that charges it) or its h
 from datetime import timedelta
 from typing import Any
 
-from app.db import database
+from app.db import unit_of_work
 from app.errors import NotFound, ValidationFailed
 from app.models import CreditTransaction, Tenant
-from app.services import events
+from app.services import audit, events
+from app.services.audit import Actor
 from app.services.pages import Page, paginate
 from app.util import new_id
 
@@ -76,17 +77,18 @@ def _move(
     return entry, threshold
 
 
-def grant(*, tenant: Tenant, minutes: int, note: str = "") -> CreditTransaction:
-    """Add purchased minutes (a purchase ledger entry)."""
+def grant(*, tenant: Tenant, actor: Actor, minutes: int, note: str = "") -> CreditTransaction:
+    """Add purchased minutes (a purchase ledger entry, the audit entry's target)."""
     if minutes < 1:
         raise ValidationFailed("Grant at least 1 minute.")
-    with database.atomic():
+    with unit_of_work():
         entry, _ = _move(
             tenant_id=tenant.id,
             type="purchase",
             minutes=minutes,
             description=note or f"Purchased {minutes} minutes",
         )
+        audit.write(actor, tenant_id=tenant.id, action="credits.granted", target_id=entry.id)
     return entry
 
 

@@ -24,9 +24,11 @@ import peewee as pw
 from flask import current_app
 
 from app import metrics, outbound, queue
-from app.db import database
+from app.db import database, unit_of_work
 from app.errors import Conflict, NotFound
 from app.models import Delivery, DeliveryAttempt, Event, Tenant, Webhook
+from app.services import audit
+from app.services.audit import Actor
 from app.services.pages import Page, paginate
 from app.util import isoformat, new_id, utcnow
 
@@ -462,9 +464,10 @@ def get_delivery(*, tenant: Tenant | None, delivery_id: str) -> Delivery:
     return delivery
 
 
-def retry(*, tenant: Tenant | None, delivery_id: str) -> Delivery:
-    """Send a delivery again now, whatever its status; it goes on with the schedule after."""
-    with database.atomic():
+def retry(*, tenant: Tenant | None, actor: Actor, delivery_id: str) -> Delivery:
+    """Send a delivery again now, whatever its status; it goes on with the schedule after.
+    tenant None: any tenant's (the CLI)."""
+    with unit_of_work():
         delivery = get_delivery(tenant=tenant, delivery_id=delivery_id)
         if not Webhook.get_by_id(delivery.webhook_id).is_active:
             raise Conflict("The webhook is disabled: enable it before retrying its deliveries.")
@@ -475,6 +478,13 @@ def retry(*, tenant: Tenant | None, delivery_id: str) -> Delivery:
         delivery.updated_at = now
         delivery.job_id = job_id = new_job_id()
         delivery.save()
+        audit.write(
+            actor,
+            tenant_id=delivery.tenant_id,
+            action="delivery.retried",
+            target_id=delivery.id,
+            details={"webhookId": delivery.webhook_id},
+        )
         defer_job(delivery.id, job_id)
     return delivery
 

@@ -5,12 +5,13 @@ from typing import Any, cast
 from peewee import fn
 
 from app import outbound
-from app.db import database
+from app.db import unit_of_work
 from app.errors import Conflict, NotFound
 from app.models import Agent, Function, Tenant
 from app.services import agents as agent_service
-from app.services import limits, secrets
-from app.util import new_id, utcnow
+from app.services import audit, limits, secrets
+from app.services.audit import Actor
+from app.util import isoformat, new_id, utcnow
 
 # A function's timeoutMs: what its endpoint gets of a live call's or a test's time.
 MIN_TIMEOUT_MS = 500
@@ -51,11 +52,12 @@ def get_function(*, agent: Agent, name: str) -> Function:
 
 
 def create_function(
-    *, tenant: Tenant, agent_id: str, secret: str | None = None, **fields: Any
+    *, tenant: Tenant, actor: Actor, agent_id: str, secret: str | None = None, **fields: Any
 ) -> Function:
-    """Define a function on one of the tenant's agents; names are unique per agent."""
+    """Define a function on one of the tenant's agents; names are unique per agent. The
+    endpoint's host is resolved (the URL rules) before the transaction opens."""
     outbound.require_safe_url(fields["endpoint"], field="endpoint")
-    with database.atomic():
+    with unit_of_work():
         agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
         exists = Function.select().where(
             (Function.agent == agent) & (Function.name == fields["name"])
@@ -63,32 +65,54 @@ def create_function(
         if exists.exists():
             raise Conflict(f"Agent {agent.id} already has a function named {fields['name']}.")
         limits.check(tenant.id, "functions", scope=agent.id)
-        return Function.create(
+        function = Function.create(
             id=new_id("fn"),
             tenant=tenant,
             agent=agent,
             signing_secret=secret or secrets.generate(SECRET_PREFIX),
             **fields,
         )
+        audit.write(
+            actor,
+            tenant_id=tenant.id,
+            action="function.created",
+            target_id=function.id,
+            details={"agentId": agent.id},
+        )
+    return function
 
 
-def update_function(*, tenant: Tenant, agent_id: str, name: str, **fields: Any) -> Function:
-    """Change any of a function's description, endpoint, method, parameters and timeoutMs."""
+def update_function(
+    *, tenant: Tenant, actor: Actor, agent_id: str, name: str, **fields: Any
+) -> Function:
+    """Change any of a function's description, endpoint, method, parameters and timeoutMs; a
+    new endpoint's host is resolved before the transaction opens. The audit entry names the
+    fields whose value changed (none: no entry)."""
     if "endpoint" in fields:
         outbound.require_safe_url(fields["endpoint"], field="endpoint")
-    with database.atomic():
+    with unit_of_work():
         agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
         function = get_function(agent=agent, name=name)
+        changed = [field for field, value in fields.items() if getattr(function, field) != value]
         for field, value in fields.items():
             setattr(function, field, value)
         function.updated_at = utcnow()
         function.save()
+        if changed:
+            audit.write(
+                actor,
+                tenant_id=tenant.id,
+                action="function.updated",
+                target_id=function.id,
+                details={"agentId": agent.id, **audit.fields(changed)},
+            )
     return function
 
 
 def rotate_secret(
     *,
     tenant: Tenant,
+    actor: Actor,
     agent_id: str,
     name: str,
     secret: str | None = None,
@@ -97,7 +121,7 @@ def rotate_secret(
     """Give the function a new signing secret (the one given, or a generated fsec_…): its
     requests are signed with it at once, and with the current one beside it until the overlap
     ends. The function and its new secret."""
-    with database.atomic():
+    with unit_of_work():
         agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
         function = get_function(agent=agent, name=name)
         new = secret or secrets.generate(SECRET_PREFIX)
@@ -107,13 +131,32 @@ def rotate_secret(
         )
         function.updated_at = now
         function.save()
+        audit.write(
+            actor,
+            tenant_id=tenant.id,
+            action="function.secret_rotated",
+            target_id=function.id,
+            details={
+                "agentId": agent.id,
+                "overlapHours": overlap_hours,
+                "previousSecretExpiresAt": isoformat(function.overlap_ends_at),
+            },
+        )
     return function, new
 
 
-def delete_function(*, tenant: Tenant, agent_id: str, name: str) -> None:
-    with database.atomic():
+def delete_function(*, tenant: Tenant, actor: Actor, agent_id: str, name: str) -> None:
+    with unit_of_work():
         agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
-        get_function(agent=agent, name=name).delete_instance()
+        function = get_function(agent=agent, name=name)
+        function.delete_instance()
+        audit.write(
+            actor,
+            tenant_id=tenant.id,
+            action="function.deleted",
+            target_id=function.id,
+            details={"agentId": agent.id},
+        )
 
 
 def _matches(value: Any, spec: dict[str, Any]) -> bool:

@@ -3,9 +3,10 @@ first answer again and changes nothing (DESIGN section 9).
 
 A request takes its key by inserting the key's row (unique per tenant and key) in a short
 transaction of its own, so every process and host sees at once that the key is held. The
-answer is then stored on that row (finish), in the request's own transaction where the HTTP
-layer holds one (app.resources.idempotency), so a change and the answer that reports it
-commit together or not at all. An answer of 500 or more is not stored: the row is deleted
+answer is then stored on that row (finish), in the transaction of the change the request made
+(the HTTP layer holds it open for that, app.resources.idempotency), so a change and the
+answer that reports it commit together or not at all; a request that changed nothing stores
+it in a short transaction of its own. An answer of 500 or more is not stored: the row is deleted
 (release) and a repeat runs the request again. A row no longer holds its key once it is done
 for more than 24 hours, or still running after its lease (the process that ran it died): the
 next request with that key takes it over.

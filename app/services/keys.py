@@ -7,10 +7,11 @@ import string
 from dataclasses import dataclass
 from datetime import timedelta
 
-from app.db import database
+from app.db import database, unit_of_work
 from app.errors import NotFound, ValidationFailed
 from app.models import ApiKey, Tenant
-from app.services import limits
+from app.services import audit, limits
+from app.services.audit import Actor
 from app.util import new_id, utcnow
 
 KEY_PREFIX = "dkl_"
@@ -28,6 +29,12 @@ class Authenticated:
     key_id: str
     tenant: Tenant
     scope: str
+    name: str
+    prefix: str
+
+    @property
+    def id(self) -> str:
+        return self.key_id
 
     @property
     def read_only(self) -> bool:
@@ -39,7 +46,12 @@ def hash_key(key: str) -> str:
 
 
 def create_key(
-    *, tenant: Tenant, name: str, scope: str = "full", expires_in_days: int | None = None
+    *,
+    tenant: Tenant,
+    actor: Actor,
+    name: str,
+    scope: str = "full",
+    expires_in_days: int | None = None,
 ) -> tuple[ApiKey, str]:
     """Create a key; return the record and the plaintext key (shown once, never stored).
 
@@ -57,7 +69,7 @@ def create_key(
         )
     key = KEY_PREFIX + "".join(secrets.choice(_BASE62) for _ in range(40))
     now = utcnow()
-    with database.atomic():
+    with unit_of_work():
         limits.check(tenant.id, "apiKeys")
         record = ApiKey.create(
             id=new_id("key"),
@@ -68,6 +80,13 @@ def create_key(
             scope=scope,
             created_at=now,
             expires_at=None if expires_in_days is None else now + timedelta(days=expires_in_days),
+        )
+        audit.write(
+            actor,
+            tenant_id=tenant.id,
+            action="key.created",
+            target_id=record.id,
+            details={"name": name, "scope": scope},
         )
     return record, key
 
@@ -84,18 +103,20 @@ def get_key(*, tenant: Tenant, key_id: str) -> ApiKey:
     return record
 
 
-def revoke_key(*, key_id: str) -> tuple[ApiKey, bool]:
+def revoke_key(*, key_id: str, actor: Actor) -> tuple[ApiKey, bool]:
     """Revoke a key, effective on the next request; the key, and whether this call revoked it
-    (False: it was revoked already, and keeps the time it was revoked at)."""
-    with database.atomic():
+    (False: it was revoked already, and keeps the time it was revoked at; no audit entry)."""
+    with unit_of_work():
         revoked = (
             ApiKey.update(revoked_at=utcnow())
             .where((ApiKey.id == key_id) & ApiKey.revoked_at.is_null())
             .execute()
         )
         record = ApiKey.get_or_none(ApiKey.id == key_id)
-    if record is None:
-        raise NotFound(f"No API key {key_id}.")
+        if record is None:
+            raise NotFound(f"No API key {key_id}.")
+        if revoked:
+            audit.write(actor, tenant_id=record.tenant_id, action="key.revoked", target_id=key_id)
     return record, bool(revoked)
 
 
@@ -106,7 +127,9 @@ def authenticate(*, key: str) -> Authenticated | None:
         return None
     now = utcnow()
     record = (
-        ApiKey.select(ApiKey.id, ApiKey.scope, ApiKey.last_used_at, Tenant)
+        ApiKey.select(
+            ApiKey.id, ApiKey.name, ApiKey.prefix, ApiKey.scope, ApiKey.last_used_at, Tenant
+        )
         .join(Tenant)
         .where(
             (ApiKey.key_hash == hash_key(key))
@@ -124,4 +147,10 @@ def authenticate(*, key: str) -> Authenticated | None:
                 (ApiKey.id == record.id)
                 & (ApiKey.last_used_at.is_null() | (ApiKey.last_used_at <= stale))
             ).execute()
-    return Authenticated(key_id=record.id, tenant=record.tenant, scope=record.scope)
+    return Authenticated(
+        key_id=record.id,
+        tenant=record.tenant,
+        scope=record.scope,
+        name=record.name,
+        prefix=record.prefix,
+    )

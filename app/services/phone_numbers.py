@@ -2,10 +2,12 @@
 
 import re
 
-from app.db import database
+from app.db import unit_of_work
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Agent, PhoneNumber, Tenant
 from app.services import agents as agent_service
+from app.services import audit
+from app.services.audit import Actor
 from app.util import new_id, utcnow
 
 E164 = re.compile(r"^\+[1-9]\d{6,14}$")
@@ -25,23 +27,30 @@ def get_number(*, tenant: Tenant, number_id: str) -> PhoneNumber:
     return number
 
 
-def add_number(*, tenant: Tenant, display_number: str, label: str = "") -> PhoneNumber:
+def add_number(
+    *, tenant: Tenant, actor: Actor, display_number: str, label: str = ""
+) -> PhoneNumber:
     """Provision a number (E.164) for a tenant; a number belongs to one tenant only."""
     if not E164.match(display_number):
         raise ValidationFailed(
             f"{display_number!r} is not an international number such as +6221555010."
         )
-    with database.atomic():
+    with unit_of_work():
         if PhoneNumber.select().where(PhoneNumber.display_number == display_number).exists():
             raise Conflict(f"{display_number} is already provisioned.")
-        return PhoneNumber.create(
+        number = PhoneNumber.create(
             id=new_id("pn"), tenant=tenant, display_number=display_number, label=label
         )
+        audit.write(actor, tenant_id=tenant.id, action="number.added", target_id=number.id)
+    return number
 
 
-def assign_agent(*, tenant: Tenant, number_id: str, agent_id: str | None) -> PhoneNumber:
-    """Point a number at one of the tenant's agents, or unassign it with None."""
-    with database.atomic():
+def assign_agent(
+    *, tenant: Tenant, actor: Actor, number_id: str, agent_id: str | None
+) -> PhoneNumber:
+    """Point a number at one of the tenant's agents, or unassign it with None; the audit entry
+    names the agent (null: unassigned), so the log tells which agent answered when."""
+    with unit_of_work():
         number = get_number(tenant=tenant, number_id=number_id)
         agent: Agent | None = None
         if agent_id is not None:
@@ -49,4 +58,11 @@ def assign_agent(*, tenant: Tenant, number_id: str, agent_id: str | None) -> Pho
         number.agent = agent
         number.updated_at = utcnow()
         number.save()
+        audit.write(
+            actor,
+            tenant_id=tenant.id,
+            action="number.assigned",
+            target_id=number.id,
+            details={"agentId": agent_id},
+        )
     return number

@@ -1,8 +1,10 @@
 """Tenants: created and managed by admins through the CLI."""
 
-from app.db import database
+from app.db import unit_of_work
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Tenant
+from app.services import audit
+from app.services.audit import Actor
 from app.util import new_id
 
 STARTER_LIMIT = 60
@@ -27,26 +29,30 @@ def _check_plan(plan: str, rate_limit: int | None, concurrent_calls: int | None)
 
 def create_tenant(
     *,
+    actor: Actor,
     name: str,
     plan: str = "starter",
     rate_limit: int | None = None,
     concurrent_calls: int | None = None,
 ) -> Tenant:
-    """Create a tenant with a unique name; the limits left None are the plan's."""
+    """Create a tenant with a unique name; the limits left None are the plan's. Its audit log
+    begins with its creation."""
     name = name.strip()
     if not name or len(name) > 100:
         raise ValidationFailed("A tenant name is 1 to 100 characters.")
     _check_plan(plan, rate_limit, concurrent_calls)
-    with database.atomic():
+    with unit_of_work():
         if Tenant.select().where(Tenant.name == name).exists():
             raise Conflict(f"A tenant named {name!r} already exists.")
-        return Tenant.create(
+        tenant = Tenant.create(
             id=new_id("ten"),
             name=name,
             plan=plan,
             rate_limit=rate_limit,
             concurrent_call_limit=concurrent_calls,
         )
+        audit.write(actor, tenant_id=tenant.id, action="tenant.created", target_id=tenant.id)
+    return tenant
 
 
 def list_tenants() -> list[Tenant]:
@@ -78,28 +84,46 @@ def concurrent_call_limit_of(tenant: Tenant) -> int:
 def set_plan(
     *,
     tenant: Tenant,
+    actor: Actor,
     plan: str,
     rate_limit: int | None = None,
     concurrent_calls: int | None = None,
 ) -> Tenant:
     """Change the plan and its custom limits (None: the plan's); the rate limit holds from the
     next request, the concurrent-call limit from the next call's start (calls in progress go
-    on)."""
+    on). The audit entry names the fields that changed (none: no entry)."""
     _check_plan(plan, rate_limit, concurrent_calls)
-    with database.atomic():
-        Tenant.update(
-            plan=plan, rate_limit=rate_limit, concurrent_call_limit=concurrent_calls
-        ).where(Tenant.id == tenant.id).execute()
+    given = {"plan": plan, "rate_limit": rate_limit, "concurrent_call_limit": concurrent_calls}
+    changed = [name for name, value in given.items() if getattr(tenant, name) != value]
+    with unit_of_work():
+        Tenant.update(**given).where(Tenant.id == tenant.id).execute()
+        if changed:
+            audit.write(
+                actor,
+                tenant_id=tenant.id,
+                action="tenant.plan_changed",
+                target_id=tenant.id,
+                details=audit.fields(changed),
+            )
     tenant.plan, tenant.rate_limit = plan, rate_limit
     tenant.concurrent_call_limit = concurrent_calls
     return tenant
 
 
-def set_threshold(*, tenant: Tenant, minutes: int) -> Tenant:
-    """Set the balance below which credits.low fires."""
+def set_threshold(*, tenant: Tenant, actor: Actor, minutes: int) -> Tenant:
+    """Set the balance below which credits.low fires (the same value again changes nothing)."""
     if minutes < 0:
         raise ValidationFailed("The threshold must be zero or more minutes.")
-    with database.atomic():
+    if minutes == tenant.low_balance_threshold:
+        return tenant
+    with unit_of_work():
         Tenant.update(low_balance_threshold=minutes).where(Tenant.id == tenant.id).execute()
+        audit.write(
+            actor,
+            tenant_id=tenant.id,
+            action="tenant.threshold_changed",
+            target_id=tenant.id,
+            details=audit.fields(("low_balance_threshold_minutes",)),
+        )
     tenant.low_balance_threshold = minutes
     return tenant

@@ -9,10 +9,11 @@ from datetime import timedelta
 
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from app.db import database
+from app.db import unit_of_work
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Tenant, User, UserSession
-from app.services import limits
+from app.services import audit, limits
+from app.services.audit import Actor
 from app.util import new_id, utcnow
 
 ROLES = ("owner", "admin", "viewer")
@@ -51,22 +52,27 @@ def _check_role(role: str) -> None:
         raise ValidationFailed(f"A role is one of {', '.join(ROLES)}.")
 
 
-def create_user(*, tenant: Tenant, email: str, password: str, role: str) -> User:
+def create_user(*, tenant: Tenant, actor: Actor, email: str, password: str, role: str) -> User:
     """A new user of tenant; Conflict when the email is taken (by any tenant)."""
     email = _check_email(email)
     _check_password(password)
     _check_role(role)
-    with database.atomic():
+    password_hash = generate_password_hash(password)  # slow on purpose: before the transaction
+    with unit_of_work():
         if User.select().where(User.email == email).exists():
             raise Conflict(f"A user with the email {email} exists already.")
         limits.check(tenant.id, "users")
-        return User.create(
-            id=new_id("usr"),
-            tenant=tenant,
-            email=email,
-            password_hash=generate_password_hash(password),
-            role=role,
+        user = User.create(
+            id=new_id("usr"), tenant=tenant, email=email, password_hash=password_hash, role=role
         )
+        audit.write(
+            actor,
+            tenant_id=tenant.id,
+            action="user.created",
+            target_id=user.id,
+            details={"email": email, "role": role},
+        )
+    return user
 
 
 def user_with_email(email: str) -> User | None:
@@ -103,20 +109,48 @@ def authenticate(*, email: str, password: str) -> User | None:
         return None
     if not check_password_hash(user.password_hash, password) or user.disabled_at is not None:
         return None
-    User.update(last_sign_in_at=utcnow()).where(User.id == user.id).execute()
     return user
 
 
-def start_session(*, user: User) -> str:
-    """A new dashboard session for user, kept on the server; its id, for the cookie."""
-    session_id = secrets.token_urlsafe(32)
-    UserSession.create(id=session_id, user=user.id)
-    return session_id
+def sign_in(*, email: str, password: str, address: str | None) -> tuple[User, str] | None:
+    """The user these credentials sign in and their new server-side session's id (for the
+    cookie), or None; either way an audit entry (failures count towards the sign-in throttle,
+    by email and by address)."""
+    user = authenticate(email=email, password=password)  # the hash check, before the transaction
+    with unit_of_work():
+        if user is None:
+            owner = user_with_email(email)
+            audit.write(
+                Actor(type="user", label=email, address=address),
+                tenant_id=owner.tenant_id if owner else None,
+                action="user.sign_in_failed",
+                target_id=owner.id if owner else None,
+            )
+            return None
+        User.update(last_sign_in_at=utcnow()).where(User.id == user.id).execute()
+        session_id = secrets.token_urlsafe(32)
+        UserSession.create(id=session_id, user=user.id)
+        audit.write(
+            Actor.user(user, address),
+            tenant_id=user.tenant_id,
+            action="user.signed_in",
+            target_id=user.id,
+        )
+    return user, session_id
 
 
-def end_session(session_id: str) -> None:
-    """Sign-out: the session ends on the server, whoever holds a copy of its cookie."""
-    UserSession.delete().where(UserSession.id == session_id).execute()
+def sign_out(*, user: User, session_id: str, actor: Actor) -> None:
+    """The user's session ends on the server, whoever holds a copy of its cookie."""
+    with unit_of_work():
+        ended = (
+            UserSession.delete()
+            .where((UserSession.id == session_id) & (UserSession.user == user.id))
+            .execute()
+        )
+        if ended:
+            audit.write(
+                actor, tenant_id=user.tenant_id, action="user.signed_out", target_id=user.id
+            )
 
 
 def session_user(*, session_id: str, user_id: str, version: int) -> User | None:
@@ -143,42 +177,58 @@ def _end_sessions(user_id: str) -> None:
     UserSession.delete().where(UserSession.user == user_id).execute()
 
 
-def set_password(*, user: User, password: str) -> User:
+def set_password(*, user: User, actor: Actor, password: str) -> User:
     """A new password; the user's other sessions end."""
     _check_password(password)
-    with database.atomic():
-        User.update(
-            password_hash=generate_password_hash(password),
-            session_version=User.session_version + 1,
-        ).where(User.id == user.id).execute()
+    password_hash = generate_password_hash(password)  # slow on purpose: before the transaction
+    with unit_of_work():
+        User.update(password_hash=password_hash, session_version=User.session_version + 1).where(
+            User.id == user.id
+        ).execute()
         _end_sessions(user.id)
+        audit.write(actor, tenant_id=user.tenant_id, action="user.password_set", target_id=user.id)
     return User.get_by_id(user.id)
 
 
-def set_role(*, user: User, role: str) -> User:
+def set_role(*, user: User, actor: Actor, role: str) -> User:
+    """Give the user another role (the same one again changes nothing)."""
     _check_role(role)
-    User.update(role=role).where(User.id == user.id).execute()
+    with unit_of_work():
+        changed = User.update(role=role).where((User.id == user.id) & (User.role != role)).execute()
+        if changed:
+            audit.write(
+                actor,
+                tenant_id=user.tenant_id,
+                action="user.role_changed",
+                target_id=user.id,
+                details=audit.fields(("role",)),
+            )
     return User.get_by_id(user.id)
 
 
-def enable(*, user: User) -> tuple[User, bool]:
+def enable(*, user: User, actor: Actor) -> tuple[User, bool]:
     """Let a disabled user sign in again, with the password they had; whether this call
     enabled them. Sessions ended by the disabling stay ended."""
-    changed = (
-        User.update(disabled_at=None)
-        .where((User.id == user.id) & User.disabled_at.is_null(False))
-        .execute()
-    )
+    with unit_of_work():
+        changed = (
+            User.update(disabled_at=None)
+            .where((User.id == user.id) & User.disabled_at.is_null(False))
+            .execute()
+        )
+        if changed:
+            audit.write(actor, tenant_id=user.tenant_id, action="user.enabled", target_id=user.id)
     return User.get_by_id(user.id), bool(changed)
 
 
-def disable(*, user: User) -> tuple[User, bool]:
+def disable(*, user: User, actor: Actor) -> tuple[User, bool]:
     """Disable the user and end their sessions; whether this call disabled them."""
-    with database.atomic():
+    with unit_of_work():
         changed = (
             User.update(disabled_at=utcnow(), session_version=User.session_version + 1)
             .where((User.id == user.id) & User.disabled_at.is_null())
             .execute()
         )
         _end_sessions(user.id)
+        if changed:
+            audit.write(actor, tenant_id=user.tenant_id, action="user.disabled", target_id=user.id)
     return User.get_by_id(user.id), bool(changed)

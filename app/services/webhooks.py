@@ -6,12 +6,13 @@ from datetime import datetime
 from typing import Any
 
 from app import outbound
-from app.db import database, is_sqlite
+from app.db import is_sqlite, unit_of_work
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Delivery, Tenant, Webhook
-from app.services import deliveries, limits, secrets
+from app.services import audit, deliveries, limits, secrets
 from app.services import events as event_service
-from app.util import new_id, utcnow
+from app.services.audit import Actor
+from app.util import isoformat, new_id, utcnow
 
 TEST_EVENT = event_service.TEST_EVENT
 # A replay queues at most this many deliveries, and leaves its webhook with at most this many
@@ -85,20 +86,31 @@ def get_webhook(*, tenant: Tenant, webhook_id: str) -> Webhook:
     return webhook
 
 
-def create_webhook(*, tenant: Tenant, url: str, events: list[str], secret: str) -> Webhook:
+def create_webhook(
+    *, tenant: Tenant, actor: Actor, url: str, events: list[str], secret: str
+) -> Webhook:
+    """Register a webhook; its URL's host is resolved (the URL rules) before the transaction
+    opens."""
     outbound.require_safe_url(url, field="url")
-    with database.atomic():
+    with unit_of_work():
         limits.check(tenant.id, "webhooks")
-        return Webhook.create(id=new_id("wh"), tenant=tenant, url=url, events=events, secret=secret)
+        webhook = Webhook.create(
+            id=new_id("wh"), tenant=tenant, url=url, events=events, secret=secret
+        )
+        audit.write(actor, tenant_id=tenant.id, action="webhook.created", target_id=webhook.id)
+    return webhook
 
 
-def update_webhook(*, tenant: Tenant, webhook_id: str, **fields: Any) -> Webhook:
+def update_webhook(*, tenant: Tenant, actor: Actor, webhook_id: str, **fields: Any) -> Webhook:
     """Change url, events, secret or isActive; re-enabling clears the reason and failure clock.
-    A new secret replaces the old one at once (rotate_secret gives an overlap)."""
+    A new secret replaces the old one at once (rotate_secret gives an overlap). A new URL's
+    host is resolved before the transaction opens. The audit entry names the fields whose
+    value changed (none: no entry)."""
     if "url" in fields:
         outbound.require_safe_url(fields["url"], field="url")
-    with database.atomic():
+    with unit_of_work():
         webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
+        changed = [name for name, value in fields.items() if getattr(webhook, name) != value]
         enable = fields.pop("is_active", None)
         if "secret" in fields:
             secrets.replace(webhook, field="secret", secret=fields.pop("secret"))
@@ -113,12 +125,21 @@ def update_webhook(*, tenant: Tenant, webhook_id: str, **fields: Any) -> Webhook
         webhook.save()
         if enable is False and webhook.is_active:
             deliveries.disable(webhook, reason=None)
+        if changed:
+            audit.write(
+                actor,
+                tenant_id=tenant.id,
+                action="webhook.updated",
+                target_id=webhook.id,
+                details=audit.fields(changed),
+            )
     return webhook
 
 
 def rotate_secret(
     *,
     tenant: Tenant,
+    actor: Actor,
     webhook_id: str,
     secret: str | None = None,
     overlap_hours: int = secrets.DEFAULT_OVERLAP_HOURS,
@@ -126,26 +147,37 @@ def rotate_secret(
     """Give the webhook a new secret (the one given, or a generated one): deliveries are signed
     with it at once, and with the current one beside it until the overlap ends. The webhook
     and its new secret."""
-    with database.atomic():
+    with unit_of_work():
         webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
         new = secret or secrets.generate()
         now = utcnow()
         secrets.rotate(webhook, field="secret", secret=new, overlap_hours=overlap_hours, now=now)
         webhook.updated_at = now
         webhook.save()
+        audit.write(
+            actor,
+            tenant_id=tenant.id,
+            action="webhook.secret_rotated",
+            target_id=webhook.id,
+            details={
+                "overlapHours": overlap_hours,
+                "previousSecretExpiresAt": isoformat(webhook.overlap_ends_at),
+            },
+        )
     return webhook, new
 
 
-def delete_webhook(*, tenant: Tenant, webhook_id: str) -> None:
+def delete_webhook(*, tenant: Tenant, actor: Actor, webhook_id: str) -> None:
     """Delete a webhook with its deliveries and their log."""
-    with database.atomic():
+    with unit_of_work():
         webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
         webhook.delete_instance(recursive=True)
+        audit.write(actor, tenant_id=tenant.id, action="webhook.deleted", target_id=webhook_id)
 
 
-def send_test(*, tenant: Tenant, webhook_id: str) -> Delivery:
+def send_test(*, tenant: Tenant, actor: Actor, webhook_id: str) -> Delivery:
     """A signed webhook.test event for this webhook only, delivered like any other."""
-    with database.atomic():
+    with unit_of_work():
         webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
         if not webhook.is_active:
             raise Conflict("The webhook is disabled: enable it before sending a test event.")
@@ -158,6 +190,13 @@ def send_test(*, tenant: Tenant, webhook_id: str) -> Delivery:
         delivery = Delivery.create(
             id=new_id("dlv"), tenant=tenant, webhook=webhook, event=event, job_id=job_id
         )
+        audit.write(
+            actor,
+            tenant_id=tenant.id,
+            action="webhook.test_sent",
+            target_id=webhook.id,
+            details={"deliveryId": delivery.id},
+        )
         deliveries.defer_job(delivery.id, job_id)
     delivery.event = event
     return deliveries.with_attempts([delivery])[0]
@@ -166,6 +205,7 @@ def send_test(*, tenant: Tenant, webhook_id: str) -> Delivery:
 def replay(
     *,
     tenant: Tenant,
+    actor: Actor,
     webhook_id: str,
     since: datetime,
     until: datetime | None = None,
@@ -188,7 +228,7 @@ def replay(
             "since must be before until.", details={"until": ["Must be after since."]}
         )
     until = until or utcnow()
-    with database.atomic():
+    with unit_of_work():
         query = Webhook.select().where((Webhook.id == webhook_id) & (Webhook.tenant == tenant))
         if not is_sqlite():
             # Two replays to one webhook count its pending deliveries one after the other.
@@ -237,5 +277,17 @@ def replay(
         for start in range(0, len(rows), INSERT_BATCH):
             batch = rows[start : start + INSERT_BATCH]
             Delivery.insert_many(batch, fields=columns).as_rowcount().execute()
+        audit.write(
+            actor,
+            tenant_id=tenant.id,
+            action="webhook.replayed",
+            target_id=webhook.id,
+            details={
+                "since": isoformat(since),
+                "until": isoformat(until),
+                "events": events,
+                "replayed": len(jobs),
+            },
+        )
         deliveries.defer_jobs(jobs)
     return len(jobs)

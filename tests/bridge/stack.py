@@ -14,6 +14,7 @@ import requests
 
 from tests.bridge.phone import ACCOUNT_SID, AUTH_TOKEN
 from tests.conftest import RUNTIME_TOKEN
+from tests.helpers import ACTOR
 from tests.workers import ROOT, WEBHOOK_SECRET, Workers, free_port
 
 PARAMETERS = {
@@ -109,11 +110,11 @@ def set_up_line(
     from app.services import phone_numbers as number_service
     from app.services import tenants as tenant_service
 
-    tenant = tenant_service.create_tenant(name=name, plan="business")
-    key = key_service.create_key(tenant=tenant, name="bridge")[1]
-    number = number_service.add_number(tenant=tenant, display_number=did)
+    tenant = tenant_service.create_tenant(actor=ACTOR, name=name, plan="business")
+    key = key_service.create_key(actor=ACTOR, tenant=tenant, name="bridge")[1]
+    number = number_service.add_number(actor=ACTOR, tenant=tenant, display_number=did)
     if minutes:
-        billing.grant(tenant=tenant, minutes=minutes)
+        billing.grant(actor=ACTOR, tenant=tenant, minutes=minutes)
     created = api(base_url, key, "POST", "/agents", **agent)
     for function in functions:
         api(base_url, key, "POST", f"/agents/{created['id']}/functions",

@@ -10,6 +10,7 @@ import pytest
 
 from tests.bridge.stack import PARAMETERS, api, set_up_line
 from tests.conftest import RUNTIME_TOKEN
+from tests.helpers import ACTOR
 from tests.workers import free_port
 from voiceagent_bridge.client import (
     CallNotActive,
@@ -171,7 +172,9 @@ def test_a_call_the_service_turns_away_raises_why(service, line):
     from app.services import tenants as tenant_service
 
     tenant = tenant_service.find_tenant(line.tenant_id)
-    number_service.add_number(tenant=tenant, display_number="+6221555202")  # no agent on it
+    number_service.add_number(
+        actor=ACTOR, tenant=tenant, display_number="+6221555202"
+    )  # no agent on it
     broke = set_up_line(
         service.base_url,
         name="broke",

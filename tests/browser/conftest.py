@@ -54,6 +54,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_play
 from app.services import users as user_service
 from tests.conftest import RUNTIME_TOKEN
 from tests.dashboard.conftest import PASSWORD
+from tests.helpers import ACTOR
 
 TIMEOUT_MS = 10_000
 VIEWPORT = {"width": 1280, "height": 800}
@@ -311,7 +312,11 @@ def user(tenant):
 
     def user(role: str = "owner", email: str | None = None):
         return user_service.create_user(
-            tenant=tenant, email=email or f"{role}@acme.test", password=PASSWORD, role=role
+            actor=ACTOR,
+            tenant=tenant,
+            email=email or f"{role}@acme.test",
+            password=PASSWORD,
+            role=role,
         )
 
     return user

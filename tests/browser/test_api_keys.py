@@ -10,6 +10,7 @@ from playwright.sync_api import Page, expect
 from app.services import keys as key_service
 from app.util import utcnow
 from tests.browser.conftest import heading, menu, row
+from tests.helpers import ACTOR
 
 AGENT = {"name": "Reception", "systemPrompt": "Be helpful."}
 
@@ -109,7 +110,7 @@ def test_reloading_the_page_that_shows_the_key_creates_no_second_key(page, shot,
 
 
 def test_a_viewer_sees_the_keys_but_neither_creates_nor_revokes(page, shot, signed_in, tenant):
-    key_service.create_key(tenant=tenant, name="production")
+    key_service.create_key(actor=ACTOR, tenant=tenant, name="production")
     signed_in("viewer")
     open_api_keys(page, shot)
     expect(row(page, "production")).to_contain_text("Active")

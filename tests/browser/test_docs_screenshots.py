@@ -19,6 +19,7 @@ from app.services import tenants as tenant_service
 from app.services import users as user_service
 from tests.browser.conftest import fill_sign_in, heading, menu, row
 from tests.dashboard.conftest import PASSWORD
+from tests.helpers import ACTOR
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 UPDATE = os.environ.get("UPDATE_DOCS_SCREENSHOTS") == "1"
@@ -28,9 +29,9 @@ VIEWPORT = {"width": 1200, "height": 800}
 @pytest.fixture
 def demo():
     """A tenant as `make run` names it, with its owner."""
-    tenant = tenant_service.create_tenant(name="demo", plan="business")
+    tenant = tenant_service.create_tenant(actor=ACTOR, name="demo", plan="business")
     user_service.create_user(
-        tenant=tenant, email="owner@demo.test", password=PASSWORD, role="owner"
+        actor=ACTOR, tenant=tenant, email="owner@demo.test", password=PASSWORD, role="owner"
     )
     return tenant
 
@@ -38,10 +39,10 @@ def demo():
 def test_the_api_keys_screenshot(page, shot, demo, server):
     """Settings → API keys just after "Create key": the key shown once, above a list with a
     read-only key in use and a revoked one."""
-    old, _ = key_service.create_key(tenant=demo, name="legacy")
-    key_service.revoke_key(key_id=old.id)
+    old, _ = key_service.create_key(actor=ACTOR, tenant=demo, name="legacy")
+    key_service.revoke_key(actor=ACTOR, key_id=old.id)
     _, reports = key_service.create_key(
-        tenant=demo, name="reports", scope="read", expires_in_days=90
+        actor=ACTOR, tenant=demo, name="reports", scope="read", expires_in_days=90
     )
     assert requests.get(f"{server}/api/v1/calls", headers={"x-api-key": reports}, timeout=5).ok
 

@@ -5,6 +5,7 @@ from playwright.sync_api import Page, expect
 
 from app.services import phone_numbers as number_service
 from tests.browser.conftest import heading
+from tests.helpers import ACTOR
 
 NUMBER = "+6221555020"
 
@@ -12,7 +13,9 @@ NUMBER = "+6221555020"
 @pytest.fixture
 def number(tenant):
     """A number provisioned for the tenant, answered by no agent yet."""
-    return number_service.add_number(tenant=tenant, display_number=NUMBER, label="Sales")
+    return number_service.add_number(
+        actor=ACTOR, tenant=tenant, display_number=NUMBER, label="Sales"
+    )
 
 
 def open_numbers(page: Page, shot) -> None:

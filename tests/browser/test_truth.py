@@ -15,6 +15,7 @@ from app.services import webhooks as webhook_service
 from tests.browser.conftest import heading, menu, row
 from tests.call_flow import whole_call
 from tests.dashboard.conftest import PASSWORD
+from tests.helpers import ACTOR
 from tests.receiver import Answer, Receiver
 
 
@@ -30,10 +31,14 @@ def test_a_failing_webhook_shows_failing_since_not_active(app, page, shot, signe
     app.config["WEBHOOK_RETRY_SCALE"] = 100
     with Receiver(lambda request: Answer(status=500)) as receiver:
         webhook = webhook_service.create_webhook(
-            tenant=tenant, url=f"{receiver.url}/hooks", events=["call.ended"], secret="s" * 32
+            actor=ACTOR,
+            tenant=tenant,
+            url=f"{receiver.url}/hooks",
+            events=["call.ended"],
+            secret="s" * 32,
         )
         for _ in range(2):
-            webhook_service.send_test(tenant=tenant, webhook_id=webhook.id)
+            webhook_service.send_test(actor=ACTOR, tenant=tenant, webhook_id=webhook.id)
         receiver.wait_for(2)
     signed_in("viewer")
     expect(page.get_by_text(f"{receiver.url}/hooks")).to_be_visible()  # the Overview's list
@@ -81,9 +86,9 @@ def test_a_function_form_shows_every_problem_at_once(page, shot, signed_in, agen
 
 def test_an_owner_enables_a_disabled_user(page, shot, signed_in, tenant):
     ana = user_service.create_user(
-        tenant=tenant, email="ana@acme.test", password=PASSWORD, role="admin"
+        actor=ACTOR, tenant=tenant, email="ana@acme.test", password=PASSWORD, role="admin"
     )
-    user_service.disable(user=ana)
+    user_service.disable(actor=ACTOR, user=ana)
     signed_in("owner")
     menu(page).get_by_role("link", name="Team").click()
     expect(row(page, "ana@acme.test")).to_contain_text("Disabled")

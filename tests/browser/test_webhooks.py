@@ -14,6 +14,7 @@ from app.services import events
 from app.services import webhooks as webhook_service
 from app.util import utcnow
 from tests.browser.conftest import heading
+from tests.helpers import ACTOR
 from tests.receiver import Answer, Receiver
 
 # The server sends deliveries from its own background thread: the log is read again until
@@ -137,9 +138,13 @@ def test_a_viewer_sees_the_delivery_log_without_its_change_buttons(
     page, shot, signed_in, tenant, receiver
 ):
     webhook = webhook_service.create_webhook(
-        tenant=tenant, url=f"{receiver.url}/hooks", events=["call.ended"], secret="s" * 32
+        actor=ACTOR,
+        tenant=tenant,
+        url=f"{receiver.url}/hooks",
+        events=["call.ended"],
+        secret="s" * 32,
     )
-    webhook_service.send_test(tenant=tenant, webhook_id=webhook.id)  # answered 500
+    webhook_service.send_test(actor=ACTOR, tenant=tenant, webhook_id=webhook.id)  # answered 500
     signed_in("viewer")
     open_webhooks(page, shot)
     expect(page.get_by_role("link", name="Create webhook")).to_have_count(0)
@@ -178,7 +183,11 @@ def test_replay_since_sends_the_missed_events_again(
             tenant_id=tenant.id, type="call.ended", data={}, occurred_at=now - timedelta(hours=9)
         )
     webhook_service.create_webhook(
-        tenant=tenant, url=f"{receiver.url}/hooks", events=["call.ended"], secret="s" * 32
+        actor=ACTOR,
+        tenant=tenant,
+        url=f"{receiver.url}/hooks",
+        events=["call.ended"],
+        secret="s" * 32,
     )
     signed_in("owner")
     open_webhooks(page, shot)
@@ -204,7 +213,11 @@ def test_replay_since_sends_the_missed_events_again(
 
 def test_replay_since_with_until_before_since_says_so(page, shot, signed_in, tenant, receiver):
     webhook_service.create_webhook(
-        tenant=tenant, url=f"{receiver.url}/hooks", events=["call.ended"], secret="s" * 32
+        actor=ACTOR,
+        tenant=tenant,
+        url=f"{receiver.url}/hooks",
+        events=["call.ended"],
+        secret="s" * 32,
     )
     signed_in("admin")
     open_webhooks(page, shot)
@@ -224,7 +237,11 @@ def test_rotate_secret_shows_the_new_one_once_with_a_copy_button(
 ):
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     webhook = webhook_service.create_webhook(
-        tenant=tenant, url=f"{receiver.url}/hooks", events=["call.ended"], secret="s" * 32
+        actor=ACTOR,
+        tenant=tenant,
+        url=f"{receiver.url}/hooks",
+        events=["call.ended"],
+        secret="s" * 32,
     )
     signed_in("admin")
     open_webhooks(page, shot)

@@ -7,6 +7,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from app.services import users as user_service
+from tests.helpers import ACTOR
 
 PASSWORD = "correct horse battery"
 
@@ -45,14 +46,14 @@ def client(app):
 @pytest.fixture
 def owner(tenant):
     return user_service.create_user(
-        tenant=tenant, email="owner@acme.test", password=PASSWORD, role="owner"
+        actor=ACTOR, tenant=tenant, email="owner@acme.test", password=PASSWORD, role="owner"
     )
 
 
 @pytest.fixture
 def viewer(tenant):
     return user_service.create_user(
-        tenant=tenant, email="viewer@acme.test", password=PASSWORD, role="viewer"
+        actor=ACTOR, tenant=tenant, email="viewer@acme.test", password=PASSWORD, role="viewer"
     )
 
 

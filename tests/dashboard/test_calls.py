@@ -12,6 +12,7 @@ from app.services import tenants as tenant_service
 from app.util import utcnow
 from tests.call_flow import RUNTIME, answer, end_body, start, whole_call
 from tests.dashboard.conftest import sign_in
+from tests.helpers import ACTOR
 from tests.receiver import Answer, Receiver
 
 SECRET = "a-very-secret-value-1234"
@@ -79,8 +80,8 @@ def test_the_filter_form_has_labels_and_keeps_the_values(signed_in, did):
 def test_pages_of_50_link_to_each_other_keeping_the_filters(
     signed_in, runtime_headers, did, tenant
 ):
-    billing.grant(tenant=tenant, minutes=1000)
-    tenant_service.set_plan(tenant=tenant, plan="business", concurrent_calls=51)
+    billing.grant(actor=ACTOR, tenant=tenant, minutes=1000)
+    tenant_service.set_plan(actor=ACTOR, tenant=tenant, plan="business", concurrent_calls=51)
     ids = [start(signed_in, runtime_headers, did).json["id"] for _ in range(51)]
     first = signed_in.get("/dashboard/calls?status=ringing")
     assert listed(first) == ids[:0:-1]
@@ -220,10 +221,16 @@ def test_another_tenants_call_is_not_found(signed_in, other_tenant, other_header
     from app.services import agents as agent_service
     from app.services import phone_numbers as number_service
 
-    agent = agent_service.create_agent(tenant=other_tenant, name="Theirs", system_prompt="Hi.")
-    number = number_service.add_number(tenant=other_tenant, display_number="+6221555099")
-    number_service.assign_agent(tenant=other_tenant, number_id=number.id, agent_id=agent.id)
-    billing.grant(tenant=other_tenant, minutes=10)
+    agent = agent_service.create_agent(
+        actor=ACTOR, tenant=other_tenant, name="Theirs", system_prompt="Hi."
+    )
+    number = number_service.add_number(
+        actor=ACTOR, tenant=other_tenant, display_number="+6221555099"
+    )
+    number_service.assign_agent(
+        actor=ACTOR, tenant=other_tenant, number_id=number.id, agent_id=agent.id
+    )
+    billing.grant(actor=ACTOR, tenant=other_tenant, minutes=10)
     from tests.conftest import RUNTIME_TOKEN
 
     theirs = whole_call(signed_in, {"Authorization": f"Bearer {RUNTIME_TOKEN}"}, "+6221555099")

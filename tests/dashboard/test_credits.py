@@ -7,6 +7,7 @@ import pytest
 from app.services import billing
 from tests.call_flow import start, whole_call
 from tests.dashboard.conftest import sign_in
+from tests.helpers import ACTOR
 
 
 def figures(page) -> dict[str, str]:
@@ -58,7 +59,7 @@ def test_the_ledger_is_newest_first_and_a_usage_links_to_its_call(signed_in, run
 
 def test_the_type_filter_and_pages_keep_each_other(signed_in, tenant):
     for minutes in range(1, 53):
-        billing.grant(tenant=tenant, minutes=minutes)
+        billing.grant(actor=ACTOR, tenant=tenant, minutes=minutes)
     page = signed_in.get("/dashboard/credits?type=purchase")
     rows = entries(page)
     assert len(rows) == 50 and rows[0][2] == "+52"
@@ -93,6 +94,6 @@ def test_a_viewer_reads_the_credits(client, viewer, runtime_headers, did):
 
 
 def test_another_tenants_ledger_is_not_shown(signed_in, other_tenant):
-    billing.grant(tenant=other_tenant, minutes=777)
+    billing.grant(actor=ACTOR, tenant=other_tenant, minutes=777)
     page = signed_in.get("/dashboard/credits")
     assert entries(page) == [] and "777" not in page.get_data(True)

@@ -8,6 +8,7 @@ import pytest
 from app.services import keys as key_service
 from app.services import users as user_service
 from tests.dashboard.conftest import PASSWORD, csrf_token, sign_in
+from tests.helpers import ACTOR
 from tests.test_isolation import FACTORIES as API_FACTORIES
 from tests.test_isolation import snapshot
 
@@ -15,10 +16,16 @@ VARIABLE = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
 
 FACTORIES = {
     **API_FACTORIES,
-    "key_id": lambda ctx: key_service.create_key(tenant=ctx["tenant"], name="theirs")[0].id,
+    "key_id": lambda ctx: (
+        key_service.create_key(actor=ACTOR, tenant=ctx["tenant"], name="theirs")[0].id
+    ),
     "user_id": lambda ctx: (
         user_service.create_user(
-            tenant=ctx["tenant"], email="member@acme.test", password=PASSWORD, role="viewer"
+            actor=ACTOR,
+            tenant=ctx["tenant"],
+            email="member@acme.test",
+            password=PASSWORD,
+            role="viewer",
         ).id
     ),
 }
@@ -57,7 +64,7 @@ def dashboard_routes(app, with_arguments=True):
 def intruder(client, other_tenant):
     """client, signed in as the other tenant's owner; a CSRF token of its session."""
     user_service.create_user(
-        tenant=other_tenant, email="owner@globex.test", password=PASSWORD, role="owner"
+        actor=ACTOR, tenant=other_tenant, email="owner@globex.test", password=PASSWORD, role="owner"
     )
     sign_in(client, "owner@globex.test")
     return client, csrf_token(client.get("/dashboard/"))

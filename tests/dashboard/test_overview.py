@@ -7,6 +7,7 @@ from app import queue
 from app.util import utcnow
 from tests.call_flow import end, start, whole_call
 from tests.dashboard.conftest import sign_in
+from tests.helpers import ACTOR
 from tests.receiver import Answer, Receiver
 
 
@@ -116,7 +117,7 @@ def test_another_tenants_calls_are_not_charted(client, other_tenant, tenant, run
 
     whole_call(client, runtime_headers, did)
     user_service.create_user(
-        tenant=other_tenant, email="owner@globex.test", password=PASSWORD, role="owner"
+        actor=ACTOR, tenant=other_tenant, email="owner@globex.test", password=PASSWORD, role="owner"
     )
     assert sign_in(client, "owner@globex.test").status_code == 302
     page = client.get("/dashboard/")

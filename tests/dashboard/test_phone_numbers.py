@@ -5,6 +5,7 @@ import pytest
 from app.services import phone_numbers as number_service
 from tests.dashboard.audit import changes
 from tests.dashboard.conftest import csrf_token, sign_in
+from tests.helpers import ACTOR
 
 NUMBERS = "/dashboard/phone-numbers"
 
@@ -15,7 +16,9 @@ def text(response) -> str:
 
 @pytest.fixture
 def number(tenant):
-    return number_service.add_number(tenant=tenant, display_number="+6221555020", label="Sales")
+    return number_service.add_number(
+        actor=ACTOR, tenant=tenant, display_number="+6221555020", label="Sales"
+    )
 
 
 @pytest.fixture
@@ -49,7 +52,7 @@ def test_assign_an_agent_shows_in_the_api(signed_in, post, headers, number, agen
     page = text(signed_in.get(NUMBERS))
     assert "+6221555020 is answered by Reception." in page
     assert f'<option value="{agent_id}" selected>Reception</option>' in page
-    assert changes() == [("number.agent_assigned", number.id, {"agentId": agent_id})]
+    assert changes() == [("number.assigned", number.id, {"agentId": agent_id})]
 
 
 def test_no_agent_unassigns_the_number(signed_in, post, headers, tenant, did, agent_id):
@@ -58,7 +61,7 @@ def test_no_agent_unassigns_the_number(signed_in, post, headers, tenant, did, ag
     assert response.status_code == 302
     assert api_number(signed_in, headers, number.id)["agentId"] is None
     assert "has no agent now" in text(signed_in.get(NUMBERS))
-    assert changes() == [("number.agent_assigned", number.id, {"agentId": None})]
+    assert changes() == [("number.assigned", number.id, {"agentId": None})]
 
 
 def test_reassigning_moves_the_number_to_another_agent(
@@ -96,7 +99,9 @@ def test_a_viewer_sees_numbers_without_forms_and_cannot_assign(
 def test_another_tenants_number_or_agent_is_404(
     signed_in, post, headers, other_tenant, other_headers, number, agent_id
 ):
-    theirs = number_service.add_number(tenant=other_tenant, display_number="+6221555099")
+    theirs = number_service.add_number(
+        actor=ACTOR, tenant=other_tenant, display_number="+6221555099"
+    )
     their_agent = signed_in.post(
         "/api/v1/agents", json={"name": "Globex", "systemPrompt": "x"}, headers=other_headers
     ).json["id"]

@@ -11,6 +11,7 @@ from app.services import keys as key_service
 from app.services import users as user_service
 from app.util import utcnow
 from tests.dashboard.conftest import PASSWORD, csrf_token, sign_in
+from tests.helpers import ACTOR
 
 KEYS = "/dashboard/settings/api-keys"
 
@@ -79,14 +80,14 @@ def test_revoking_asks_first_then_the_key_is_refused_at_once(signed_in, post, te
 
 
 def test_another_tenants_key_is_404(signed_in, post, other_tenant):
-    record, _ = key_service.create_key(tenant=other_tenant, name="theirs")
+    record, _ = key_service.create_key(actor=ACTOR, tenant=other_tenant, name="theirs")
     assert signed_in.get(f"{KEYS}/{record.id}/revoke").status_code == 404
     assert post(f"{KEYS}/{record.id}/revoke").status_code == 404
     assert ApiKey.get_by_id(record.id).revoked_at is None
 
 
 def test_a_viewer_sees_keys_without_revoke_and_cannot_create(client, viewer, tenant):
-    key_service.create_key(tenant=tenant, name="production")
+    key_service.create_key(actor=ACTOR, tenant=tenant, name="production")
     sign_in(client, viewer.email)
     page = client.get(KEYS)
     text = page.get_data(True)
@@ -147,7 +148,9 @@ def test_a_duplicate_or_short_user_is_refused_with_a_message(signed_in, post, ow
 
 @pytest.mark.parametrize("role", ["admin", "viewer"])
 def test_team_and_audit_log_are_for_owners(client, tenant, role):
-    user_service.create_user(tenant=tenant, email=f"{role}@acme.test", password=PASSWORD, role=role)
+    user_service.create_user(
+        actor=ACTOR, tenant=tenant, email=f"{role}@acme.test", password=PASSWORD, role=role
+    )
     sign_in(client, f"{role}@acme.test")
     assert client.get("/dashboard/settings/team").status_code == 403
     assert client.get("/dashboard/settings/audit-log").status_code == 403
@@ -157,7 +160,7 @@ def test_team_and_audit_log_are_for_owners(client, tenant, role):
 
 def test_another_tenants_user_is_404(signed_in, post, other_tenant):
     theirs = user_service.create_user(
-        tenant=other_tenant, email="x@globex.test", password=PASSWORD, role="viewer"
+        actor=ACTOR, tenant=other_tenant, email="x@globex.test", password=PASSWORD, role="viewer"
     )
     assert signed_in.get(f"/dashboard/settings/team/{theirs.id}/disable").status_code == 404
     assert post(f"/dashboard/settings/team/{theirs.id}/role", {"role": "owner"}).status_code == 404
@@ -169,6 +172,16 @@ def test_the_audit_log_shows_cli_and_dashboard_changes_and_pages(signed_in, runn
     assert "key.created" in page and "command line" in page and "owner@acme.test" in page
     assert signed_in.get("/dashboard/settings/audit-log?offset=-1").status_code == 422
     assert signed_in.get("/dashboard/settings/audit-log?offset=" + "9" * 5000).status_code == 422
+
+
+def test_the_audit_log_shows_api_changes_with_their_key(signed_in, headers, api_key):
+    created = signed_in.post(
+        "/api/v1/agents", json={"name": "From the API", "systemPrompt": "Hi."}, headers=headers
+    )
+    page = signed_in.get("/dashboard/settings/audit-log").get_data(True)
+    row = next(row for row in page.split("<tr>") if "agent.created" in row)
+    assert f'test ({api_key[:12]}…) <span class="muted">(API key)</span>' in row
+    assert created.get_json()["id"] in row and "127.0.0.1" in row
 
 
 def test_a_nul_in_any_settings_or_sign_in_field_is_refused_not_a_500(client, owner, post):

@@ -8,6 +8,7 @@ from app.models import Call
 from app.services import tenants as tenant_service
 from app.util import utcnow
 from tests.call_flow import RUNTIME, answer, end_body, start
+from tests.helpers import ACTOR
 
 
 def usage_page(client):
@@ -73,7 +74,7 @@ def test_calls_show_by_day_and_by_component(signed_in, runtime_headers, did):
 
 
 def test_the_limit_shown_is_the_tenants(signed_in, tenant):
-    tenant_service.set_plan(tenant=tenant, plan="starter", concurrent_calls=7)
+    tenant_service.set_plan(actor=ACTOR, tenant=tenant, plan="starter", concurrent_calls=7)
     assert figure(usage_page(signed_in), "Calls in progress") == "0 of 7"
 
 

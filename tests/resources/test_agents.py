@@ -5,7 +5,7 @@ import pytest
 from app.models import Agent, Function, PhoneNumber
 from app.services import phone_numbers as number_service
 from app.util import new_id
-from tests.helpers import assert_error
+from tests.helpers import ACTOR, assert_error
 
 AGENT_FIELDS = {
     "id",
@@ -151,8 +151,8 @@ def test_patch_unknown_agent_is_not_found(client, headers):
 
 
 def test_delete_agent_is_soft_and_unassigns_numbers(client, headers, tenant, agent_id):
-    number = number_service.add_number(tenant=tenant, display_number="+6221555011")
-    number_service.assign_agent(tenant=tenant, number_id=number.id, agent_id=agent_id)
+    number = number_service.add_number(actor=ACTOR, tenant=tenant, display_number="+6221555011")
+    number_service.assign_agent(actor=ACTOR, tenant=tenant, number_id=number.id, agent_id=agent_id)
     Function.create(
         id=new_id("fn"),
         tenant=tenant,

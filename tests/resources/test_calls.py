@@ -8,7 +8,7 @@ from app.models import Call, Tenant
 from app.services import pages
 from app.services import phone_numbers as number_service
 from tests.call_flow import CALLER, RUNTIME, answer, end, start, whole_call
-from tests.helpers import assert_error
+from tests.helpers import ACTOR, assert_error
 
 LIST_FIELDS = {
     "id": str,
@@ -248,8 +248,10 @@ def test_filter_by_agent_number_and_direction(
     other_agent = client.post(
         "/api/v1/agents", json={"name": "B", "systemPrompt": "x"}, headers=headers
     ).json["id"]
-    second = number_service.add_number(tenant=tenant, display_number="+6221555011")
-    number_service.assign_agent(tenant=tenant, number_id=second.id, agent_id=other_agent)
+    second = number_service.add_number(actor=ACTOR, tenant=tenant, display_number="+6221555011")
+    number_service.assign_agent(
+        actor=ACTOR, tenant=tenant, number_id=second.id, agent_id=other_agent
+    )
     elsewhere = start(client, runtime_headers, "+6221555011").json
 
     def ids_for(query):

@@ -4,7 +4,7 @@ import pytest
 
 from app.services import billing
 from tests.call_flow import whole_call
-from tests.helpers import assert_error
+from tests.helpers import ACTOR, assert_error
 
 
 def test_balance_of_a_new_tenant(client, headers):
@@ -21,7 +21,7 @@ def test_balance_of_a_new_tenant(client, headers):
 
 
 def test_balance_after_purchases_and_calls(client, headers, runtime_headers, did, tenant):
-    billing.grant(tenant=tenant, minutes=20)
+    billing.grant(actor=ACTOR, tenant=tenant, minutes=20)
     whole_call(client, runtime_headers, did, talkTimeSeconds=121)
     assert client.get("/api/v1/credits", headers=headers).json == {
         "balanceMinutes": 117,
@@ -67,7 +67,7 @@ def test_transactions_newest_first_with_fields(client, headers, runtime_headers,
 
 def test_transactions_filter_by_type_and_paginate(client, headers, tenant):
     for minutes in (1, 2, 3):
-        billing.grant(tenant=tenant, minutes=minutes)
+        billing.grant(actor=ACTOR, tenant=tenant, minutes=minutes)
     billing._move(tenant_id=tenant.id, type="adjustment", minutes=-1)
     page = client.get("/api/v1/credits/transactions?type=purchase&limit=2", headers=headers).json
     assert [entry["minutes"] for entry in page["transactions"]] == [3, 2]
@@ -82,7 +82,7 @@ def test_transactions_filter_by_type_and_paginate(client, headers, tenant):
 
 
 def test_other_tenants_ledger_is_not_shown(client, other_headers, tenant):
-    billing.grant(tenant=tenant, minutes=5)
+    billing.grant(actor=ACTOR, tenant=tenant, minutes=5)
     body = client.get("/api/v1/credits/transactions", headers=other_headers).json
     assert body["transactions"] == [] and body["pagination"]["total"] == 0
     assert client.get("/api/v1/credits", headers=other_headers).json["balanceMinutes"] == 0

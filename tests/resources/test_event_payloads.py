@@ -14,6 +14,7 @@ from app.resources.events.payloads import EVENT_DATA
 from app.services import deliveries, events
 from app.services import tenants as tenant_service
 from tests.call_flow import CALLER, RUNTIME, end_body
+from tests.helpers import ACTOR
 from tests.helpers import EVENT_DATA as SAMPLES
 
 
@@ -80,7 +81,7 @@ def test_a_calls_events_are_shown_as_recorded_and_valid(
 ):
     """A whole call through the runtime API: each event it records, as the event log shows
     it, equals what was recorded (nothing dropped) and is valid against its schema."""
-    tenant_service.set_threshold(tenant=tenant, minutes=99)  # the charge crosses it
+    tenant_service.set_threshold(actor=ACTOR, tenant=tenant, minutes=99)  # the charge crosses it
     function = {
         "name": "lookup",
         "description": "Look it up.",

@@ -11,7 +11,7 @@ from app.models import Event
 from app.services import deliveries, events
 from app.services import keys as key_service
 from app.services import webhooks as webhook_service
-from tests.helpers import assert_error, event_data
+from tests.helpers import ACTOR, assert_error, event_data
 from tests.receiver import Receiver
 
 API = "/api/v1/events"
@@ -47,7 +47,11 @@ def test_events_come_oldest_first_as_their_webhook_bodies(client, headers, tenan
 def test_the_body_a_receiver_gets_is_the_listed_event(app, client, headers, tenant):
     with Receiver() as receiver:
         webhook_service.create_webhook(
-            tenant=tenant, url=receiver.url, events=["call.transcript"], secret="s" * 16
+            actor=ACTOR,
+            tenant=tenant,
+            url=receiver.url,
+            events=["call.transcript"],
+            secret="s" * 16,
         )
         emit(tenant, "call.transcript", transcriptSummary="Terima kasih ✓")
         [request] = receiver.wait_for(1, timeout=10)
@@ -119,9 +123,13 @@ def test_types_filters_by_event_name(client, headers, tenant):
 
 def test_test_events_are_in_the_log_too(client, headers, tenant):
     webhook = webhook_service.create_webhook(
-        tenant=tenant, url="http://127.0.0.1:9/in", events=["call.ended"], secret="s" * 16
+        actor=ACTOR,
+        tenant=tenant,
+        url="http://127.0.0.1:9/in",
+        events=["call.ended"],
+        secret="s" * 16,
     )
-    delivery = webhook_service.send_test(tenant=tenant, webhook_id=webhook.id)
+    delivery = webhook_service.send_test(actor=ACTOR, tenant=tenant, webhook_id=webhook.id)
     emit(tenant)
     listed = page(client, headers, types="webhook.test")
     assert [event["id"] for event in listed["events"]] == [delivery.event_id]
@@ -191,10 +199,18 @@ def test_another_tenants_events_are_neither_listed_nor_found(
 
 def test_get_an_event_with_its_deliveries(client, headers, tenant):
     first = webhook_service.create_webhook(
-        tenant=tenant, url="http://127.0.0.1:9/a", events=["call.ended"], secret="s" * 16
+        actor=ACTOR,
+        tenant=tenant,
+        url="http://127.0.0.1:9/a",
+        events=["call.ended"],
+        secret="s" * 16,
     )
     second = webhook_service.create_webhook(
-        tenant=tenant, url="http://127.0.0.1:9/b", events=["call.ended"], secret="s" * 16
+        actor=ACTOR,
+        tenant=tenant,
+        url="http://127.0.0.1:9/b",
+        events=["call.ended"],
+        secret="s" * 16,
     )
     event = emit(tenant, durationSeconds=30)
     response = client.get(f"{API}/{event.id}", headers=headers)
@@ -239,5 +255,5 @@ def test_the_log_needs_an_api_key(client):
 
 
 def test_a_read_key_may_read_the_log(client, tenant):
-    key = key_service.create_key(tenant=tenant, name="reader", scope="read")[1]
+    key = key_service.create_key(actor=ACTOR, tenant=tenant, name="reader", scope="read")[1]
     assert client.get(API, headers={"x-api-key": key}).status_code == 200

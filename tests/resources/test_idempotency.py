@@ -6,18 +6,17 @@ from datetime import timedelta
 import pytest
 from flask.views import MethodView
 
-from app import queue
+from app import db, queue
 from app.db import database
 from app.models import Agent, Delivery, Event, Function, IdempotencyKey, Webhook
-from app.resources import idempotency
 from app.resources.common import TenantBlueprint
 from app.services import agents as agent_service
 from app.services import idempotency as idempotency_service
 from app.services import keys as key_service
 from app.util import utcnow
 from tests.call_flow import RUNTIME, start
-from tests.helpers import assert_error
-from tests.receiver import Receiver
+from tests.helpers import ACTOR, assert_error
+from tests.receiver import Answer, Receiver
 
 AGENTS = "/api/v1/agents"
 AGENT = {"name": "Reception", "systemPrompt": "Be helpful."}
@@ -259,56 +258,75 @@ def test_a_deferred_delivery_is_sent_once_after_commit_and_never_on_replay(app, 
     assert Delivery.select().count() == 1 and Event.select().count() == 1
 
 
-def test_the_view_runs_inside_the_request_transaction(client, headers, monkeypatch):
+def test_the_services_own_transaction_stays_open_for_the_answer(client, headers, monkeypatch):
+    """No transaction is open before the service opens its own (after its network work); in a
+    keyed request that one stays open until the answer is stored in it."""
     depths = []
 
     def create(**fields):
-        depths.append(database.transaction_depth())
-        return agent_service.create_agent_unpatched(**fields)
+        before = database.transaction_depth()
+        agent = agent_service.create_agent_unpatched(**fields)
+        depths.append((before, database.transaction_depth()))
+        return agent
 
     monkeypatch.setattr(agent_service, "create_agent_unpatched", agent_service.create_agent,
                         raising=False)  # fmt: skip
     monkeypatch.setattr(agent_service, "create_agent", create)
     client.post(AGENTS, json=AGENT, headers=headers)
     client.post(AGENTS, json=AGENT, headers=keyed(headers))
-    assert depths == [0, 1]
+    assert depths == [(0, 0), (0, 1)]
     assert database.transaction_depth() == 0
+    assert IdempotencyKey.get().state == "done" and Agent.select().count() == 2
 
 
 @pytest.fixture
-def waiting_views(app):
-    """A tenant blueprint of two POSTs reporting whether they run in a transaction: one
-    marked outside_transaction (a view that waits on the network), one not."""
-    blp = TenantBlueprint("waiting", __name__, url_prefix="/api/v1/waiting")
+def probe_views(app):
+    """A tenant blueprint of two POSTs reporting whether a transaction is open while they
+    work: one that changes nothing (as a function test), one that makes a change first."""
+    blp = TenantBlueprint("probe", __name__, url_prefix="/api/v1/probe")
 
-    @blp.route("/outside")
-    class Outside(MethodView):
-        @idempotency.outside_transaction
+    @blp.route("/read")
+    class Read(MethodView):
         def post(self):
             return {"inTransaction": database.in_transaction()}
 
-    @blp.route("/inside")
-    class Inside(MethodView):
+    @blp.route("/change")
+    class Change(MethodView):
         def post(self):
+            with db.unit_of_work():
+                pass
             return {"inTransaction": database.in_transaction()}
 
     app.register_blueprint(blp)
 
 
-def test_a_view_that_waits_on_the_network_holds_no_transaction(client, headers, waiting_views):
-    outside = client.post("/api/v1/waiting/outside", headers=keyed(headers, "a"))
-    inside = client.post("/api/v1/waiting/inside", headers=keyed(headers, "b"))
-    assert outside.json == {"inTransaction": False}
-    assert inside.json == {"inTransaction": True}
-    again = client.post("/api/v1/waiting/outside", headers=keyed(headers, "a"))
-    assert again.headers["Idempotent-Replayed"] == "true" and again.json == outside.json
+def test_a_request_that_changes_nothing_holds_no_transaction(client, headers, probe_views):
+    read = client.post("/api/v1/probe/read", headers=keyed(headers, "a"))
+    change = client.post("/api/v1/probe/change", headers=keyed(headers, "b"))
+    assert read.json == {"inTransaction": False}
+    assert change.json == {"inTransaction": True}  # the change's, open for its answer
+    again = client.post("/api/v1/probe/read", headers=keyed(headers, "a"))
+    assert again.headers["Idempotent-Replayed"] == "true" and again.json == read.json
+    assert database.transaction_depth() == 0
+
+
+def test_a_keyed_function_test_stores_its_answer_after_the_call(client, headers, agent_id):
+    with Receiver(lambda request: Answer(body=b'{"slots": []}')) as endpoint:
+        function = {**FUNCTION, "endpoint": endpoint.url + "/f"}
+        client.post(f"{AGENTS}/{agent_id}/functions", json=function, headers=headers)
+        path = f"{AGENTS}/{agent_id}/functions/lookup/test"
+        first = client.post(path, json={"parameters": {}}, headers=keyed(headers))
+        again = client.post(path, json={"parameters": {}}, headers=keyed(headers))
+    assert first.status_code == 200 and first.json["ok"] is True, first.json
+    assert again.headers["Idempotent-Replayed"] == "true" and again.json == first.json
+    assert len(endpoint.requests) == 1
 
 
 # Scope: the tenant
 
 
 def test_all_keys_of_a_tenant_share_its_idempotency_keys(client, headers, tenant):
-    second_key = key_service.create_key(tenant=tenant, name="second")[1]
+    second_key = key_service.create_key(actor=ACTOR, tenant=tenant, name="second")[1]
     first = client.post(AGENTS, json=AGENT, headers=keyed(headers))
     again = client.post(AGENTS, json=AGENT, headers=keyed({"x-api-key": second_key}))
     assert again.headers["Idempotent-Replayed"] == "true" and again.data == first.data
@@ -330,7 +348,7 @@ def test_another_tenants_same_key_is_its_own(client, headers, other_headers, oth
 
 
 def test_a_read_key_is_refused_before_a_key_is_taken(client, tenant):
-    read_key = key_service.create_key(tenant=tenant, name="r", scope="read")[1]
+    read_key = key_service.create_key(actor=ACTOR, tenant=tenant, name="r", scope="read")[1]
     response = client.post(AGENTS, json=AGENT, headers=keyed({"x-api-key": read_key}))
     assert_error(response, 403, "insufficient_scope")
     assert IdempotencyKey.select().count() == 0

@@ -7,7 +7,7 @@ from app.models import Webhook
 from app.services import keys as key_service
 from app.services import limits
 from app.services import users as user_service
-from tests.helpers import assert_error
+from tests.helpers import ACTOR, assert_error
 
 AGENT = {"name": "Reception", "systemPrompt": "Be helpful."}
 SECRET = "whsec_" + "s" * 32
@@ -80,19 +80,20 @@ def test_functions_are_capped_per_agent(small_caps, client, headers):
 
 def test_active_keys_are_capped_and_a_revoked_key_frees_its_place(small_caps, app, tenant):
     with app.app_context():
-        first, _ = key_service.create_key(tenant=tenant, name="one")
-        key_service.create_key(tenant=tenant, name="two")
+        first, _ = key_service.create_key(actor=ACTOR, tenant=tenant, name="one")
+        key_service.create_key(actor=ACTOR, tenant=tenant, name="two")
         with pytest.raises(limits.LimitReached) as refused:
-            key_service.create_key(tenant=tenant, name="three")
+            key_service.create_key(actor=ACTOR, tenant=tenant, name="three")
         assert refused.value.details["limit"] == "apiKeys"
-        key_service.revoke_key(key_id=first.id)
-        key_service.create_key(tenant=tenant, name="three")
+        key_service.revoke_key(actor=ACTOR, key_id=first.id)
+        key_service.create_key(actor=ACTOR, tenant=tenant, name="three")
 
 
 def test_the_cli_says_a_cap_is_reached_in_one_line(small_caps, app, runner, tenant):
     with app.app_context():
         for number in range(2):
             user_service.create_user(
+                actor=ACTOR,
                 tenant=tenant,
                 email=f"u{number}@acme.test",
                 password="a long password",

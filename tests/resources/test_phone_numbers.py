@@ -3,12 +3,14 @@
 import pytest
 
 from app.services import phone_numbers as number_service
-from tests.helpers import assert_error
+from tests.helpers import ACTOR, assert_error
 
 
 @pytest.fixture
 def number(tenant):
-    return number_service.add_number(tenant=tenant, display_number="+6221555010", label="Main")
+    return number_service.add_number(
+        actor=ACTOR, tenant=tenant, display_number="+6221555010", label="Main"
+    )
 
 
 def assign(client, headers, number_id, agent_id):

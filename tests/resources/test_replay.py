@@ -11,7 +11,7 @@ from app.services import events
 from app.services import keys as key_service
 from app.services import webhooks as webhook_service
 from app.util import isoformat, utcnow
-from tests.helpers import assert_error
+from tests.helpers import ACTOR, assert_error
 from tests.receiver import Receiver
 
 API = "/api/v1/webhooks"
@@ -36,7 +36,7 @@ def emit(tenant, type="call.ended", hours_ago=0.0, **data):
 
 def make_webhook(tenant, url="http://127.0.0.1:9/in", events=("call.ended",)):
     return webhook_service.create_webhook(
-        tenant=tenant, url=url, events=list(events), secret="s" * 16
+        actor=ACTOR, tenant=tenant, url=url, events=list(events), secret="s" * 16
     )
 
 
@@ -158,7 +158,9 @@ def test_a_timestamp_with_an_offset_is_read_as_that_moment(client, headers, tena
 def test_a_disabled_webhook_is_409_webhook_disabled(client, headers, tenant):
     emit(tenant, hours_ago=1)
     webhook = make_webhook(tenant)
-    webhook_service.update_webhook(tenant=tenant, webhook_id=webhook.id, is_active=False)
+    webhook_service.update_webhook(
+        actor=ACTOR, tenant=tenant, webhook_id=webhook.id, is_active=False
+    )
     error = assert_error(replay(client, headers, webhook.id, since=at(2)), 409, "webhook_disabled")
     assert "enable it" in error["message"]
     assert replayed_event_ids(webhook) == []
@@ -208,6 +210,6 @@ def test_replay_of_another_tenants_webhook_is_404(client, headers, other_tenant)
 
 def test_a_read_key_may_not_replay(client, tenant):
     webhook = make_webhook(tenant)
-    key = key_service.create_key(tenant=tenant, name="reader", scope="read")[1]
+    key = key_service.create_key(actor=ACTOR, tenant=tenant, name="reader", scope="read")[1]
     response = replay(client, {"x-api-key": key}, webhook.id, since=at(2))
     assert_error(response, 403, "insufficient_scope")

@@ -17,7 +17,7 @@ from app.models import Function, Webhook
 from app.services import keys as key_service
 from app.services import secrets
 from app.util import utcnow
-from tests.helpers import assert_error
+from tests.helpers import ACTOR, assert_error
 from tests.receiver import Receiver
 from tests.runtime.test_function_calls import SECRET as FUNCTION_SECRET
 from tests.runtime.test_function_calls import define, echo
@@ -136,7 +136,7 @@ def test_another_tenants_webhook_or_function_is_not_found(
 
 
 def test_a_read_key_may_not_rotate(client, tenant, webhook_id):
-    read_key = key_service.create_key(tenant=tenant, name="reader", scope="read")[1]
+    read_key = key_service.create_key(actor=ACTOR, tenant=tenant, name="reader", scope="read")[1]
     response = rotate(client, {"x-api-key": read_key}, f"{WEBHOOKS}/{webhook_id}")
     assert_error(response, 403, "insufficient_scope")
 

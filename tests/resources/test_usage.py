@@ -13,7 +13,7 @@ from app.services import usage as usage_service
 from app.util import utcnow
 from tests.call_flow import RUNTIME, answer, end, end_body, start
 from tests.conftest import using_postgres
-from tests.helpers import assert_error
+from tests.helpers import ACTOR, assert_error
 from tests.services.test_calls import captured
 
 COSTS = {"llm": 700, "stt": 200, "tts": 250, "telephony": 50, "other": 0}
@@ -108,7 +108,7 @@ def test_a_day_runs_from_midnight_utc(client, headers, runtime_headers, did):
 
 
 def test_calls_in_progress_count_against_the_limit(client, headers, runtime_headers, tenant, did):
-    tenant_service.set_plan(tenant=tenant, plan="starter")
+    tenant_service.set_plan(actor=ACTOR, tenant=tenant, plan="starter")
     ids = [start(client, runtime_headers, did).json["id"] for _ in range(3)]
     body = usage(client, headers)
     assert (body["activeCalls"], body["concurrentCallLimit"], body["rateLimitPerMinute"]) == (

@@ -12,7 +12,7 @@ from app.services import calls as call_service
 from app.services import tenants as tenant_service
 from app.util import utcnow
 from tests.call_flow import answer, end, start
-from tests.helpers import assert_error
+from tests.helpers import ACTOR, assert_error
 
 
 def active_calls(tenant):
@@ -20,7 +20,7 @@ def active_calls(tenant):
 
 
 def limit_to(tenant, calls):
-    tenant_service.set_plan(tenant=tenant, plan="business", concurrent_calls=calls)
+    tenant_service.set_plan(actor=ACTOR, tenant=tenant, plan="business", concurrent_calls=calls)
 
 
 @pytest.mark.parametrize(
@@ -29,6 +29,7 @@ def limit_to(tenant, calls):
 )
 def test_each_plan_has_its_limit(app, plan, custom, limit):
     tenant = tenant_service.create_tenant(
+        actor=ACTOR,
         name=f"t-{plan}-{custom}",
         plan=plan,
         rate_limit=1000 if plan == "enterprise" else None,
@@ -39,7 +40,7 @@ def test_each_plan_has_its_limit(app, plan, custom, limit):
 
 def test_the_enterprise_plan_needs_its_concurrent_call_limit(app):
     with pytest.raises(ValidationFailed, match="--concurrent-calls"):
-        tenant_service.create_tenant(name="big", plan="enterprise", rate_limit=1000)
+        tenant_service.create_tenant(actor=ACTOR, name="big", plan="enterprise", rate_limit=1000)
 
 
 def test_a_start_over_the_limit_is_recorded_failed_and_409(client, runtime_headers, tenant, did):
@@ -159,10 +160,16 @@ def test_the_limit_is_per_tenant(client, runtime_headers, tenant, other_tenant, 
     from app.services import phone_numbers as number_service
 
     limit_to(tenant, 1)
-    number = number_service.add_number(tenant=other_tenant, display_number="+6221555777")
-    agent = agent_service.create_agent(tenant=other_tenant, name="B", system_prompt="x")
-    number_service.assign_agent(tenant=other_tenant, number_id=number.id, agent_id=agent.id)
-    billing.grant(tenant=other_tenant, minutes=50)
+    number = number_service.add_number(
+        actor=ACTOR, tenant=other_tenant, display_number="+6221555777"
+    )
+    agent = agent_service.create_agent(
+        actor=ACTOR, tenant=other_tenant, name="B", system_prompt="x"
+    )
+    number_service.assign_agent(
+        actor=ACTOR, tenant=other_tenant, number_id=number.id, agent_id=agent.id
+    )
+    billing.grant(actor=ACTOR, tenant=other_tenant, minutes=50)
     assert start(client, runtime_headers, did).status_code == 201
     assert start(client, runtime_headers, "+6221555777").status_code == 201
     assert start(client, runtime_headers, "+6221555777").status_code == 201

@@ -12,7 +12,7 @@ from app.services import calls as call_service
 from app.services import phone_numbers as number_service
 from app.util import new_id, utcnow
 from tests.call_flow import CALLER, RUNTIME, answer, end, end_body, start, whole_call
-from tests.helpers import assert_error
+from tests.helpers import ACTOR, assert_error
 
 SESSION_FIELDS = {
     "agentId",
@@ -254,10 +254,16 @@ def test_repeated_provider_call_id_returns_the_same_call(client, runtime_headers
 def test_provider_call_id_is_unique_per_tenant_only(
     client, runtime_headers, did, other_tenant, agent_id
 ):
-    number = number_service.add_number(tenant=other_tenant, display_number="+6221555777")
-    agent = agent_service.create_agent(tenant=other_tenant, name="B", system_prompt="x")
-    number_service.assign_agent(tenant=other_tenant, number_id=number.id, agent_id=agent.id)
-    billing.grant(tenant=other_tenant, minutes=5)
+    number = number_service.add_number(
+        actor=ACTOR, tenant=other_tenant, display_number="+6221555777"
+    )
+    agent = agent_service.create_agent(
+        actor=ACTOR, tenant=other_tenant, name="B", system_prompt="x"
+    )
+    number_service.assign_agent(
+        actor=ACTOR, tenant=other_tenant, number_id=number.id, agent_id=agent.id
+    )
+    billing.grant(actor=ACTOR, tenant=other_tenant, minutes=5)
     ours = start(client, runtime_headers, did, providerCallId="same")
     theirs = start(client, runtime_headers, "+6221555777", providerCallId="same")
     assert ours.status_code == theirs.status_code == 201
@@ -301,18 +307,18 @@ def assert_rejected(response, code):
 
 def test_number_without_agent_is_recorded_failed_no_agent(client, runtime_headers, tenant, did):
     number = number_service.list_numbers(tenant=tenant)[0]
-    number_service.assign_agent(tenant=tenant, number_id=number.id, agent_id=None)
+    number_service.assign_agent(actor=ACTOR, tenant=tenant, number_id=number.id, agent_id=None)
     call = assert_rejected(start(client, runtime_headers, did), "no_agent")
     assert call.agent_id is None
 
 
 def test_inactive_agent_is_no_agent(client, runtime_headers, tenant, agent_id, did):
-    agent_service.update_agent(tenant=tenant, agent_id=agent_id, is_active=False)
+    agent_service.update_agent(actor=ACTOR, tenant=tenant, agent_id=agent_id, is_active=False)
     assert_rejected(start(client, runtime_headers, did), "no_agent")
 
 
 def test_deleted_agent_is_no_agent(client, runtime_headers, tenant, agent_id, did):
-    agent_service.delete_agent(tenant=tenant, agent_id=agent_id)
+    agent_service.delete_agent(actor=ACTOR, tenant=tenant, agent_id=agent_id)
     assert_rejected(start(client, runtime_headers, did), "no_agent")
 
 
@@ -343,7 +349,7 @@ def test_repeated_provider_call_id_of_a_rejected_call_is_409_again(
 ):
     billing._move(tenant_id=tenant.id, type="adjustment", minutes=-100)
     first = assert_error(start(client, runtime_headers, did, providerCallId="p"), 409, "no_credits")
-    billing.grant(tenant=tenant, minutes=10)
+    billing.grant(actor=ACTOR, tenant=tenant, minutes=10)
     again = assert_error(start(client, runtime_headers, did, providerCallId="p"), 409, "no_credits")
     assert again["details"] == first["details"]
     assert Call.select().count() == 1
@@ -553,7 +559,7 @@ def test_credits_low_fires_once_per_downward_crossing(client, runtime_headers, t
     assert events_of("credits.low") == [{"balanceMinutes": 9, "threshold": 10}]
     whole_call(client, runtime_headers, did, talkTimeSeconds=60)  # 9 -> 8: already below
     assert len(events_of("credits.low")) == 1
-    billing.grant(tenant=tenant, minutes=20)  # 28
+    billing.grant(actor=ACTOR, tenant=tenant, minutes=20)  # 28
     whole_call(client, runtime_headers, did, talkTimeSeconds=25 * 60)  # 28 -> 3: crosses again
     assert events_of("credits.low")[-1] == {"balanceMinutes": 3, "threshold": 10}
     assert len(events_of("credits.low")) == 2

@@ -12,6 +12,7 @@ from app.services import billing
 from app.services import tenants as tenant_service
 from tests.call_flow import RUNTIME, answer, end, end_body, start
 from tests.conftest import RUNTIME_TOKEN
+from tests.helpers import ACTOR
 
 pytestmark = pytest.mark.slow
 
@@ -173,7 +174,7 @@ def test_twenty_concurrent_starts_hold_no_more_than_the_balance(
 
 
 def limit_to(tenant, calls):
-    tenant_service.set_plan(tenant=tenant, plan="business", concurrent_calls=calls)
+    tenant_service.set_plan(actor=ACTOR, tenant=tenant, plan="business", concurrent_calls=calls)
 
 
 def test_twenty_concurrent_starts_at_a_limit_of_five_admit_exactly_five(

@@ -17,6 +17,7 @@ from app.services import billing
 from app.services import tenants as tenant_service
 from app.services import webhooks as webhook_service
 from tests.call_flow import RUNTIME, answer, end, start
+from tests.helpers import ACTOR
 
 TABLE = re.compile(r'^(?:(UPDATE|INSERT) (?:INTO )?|(SELECT) .*? FROM )"?(\w+)', re.S)
 
@@ -93,7 +94,11 @@ def test_a_call_lifecycle_runs_20_statements(client, runtime_headers, did):
 def test_a_subscribed_webhook_adds_one_insert_per_event(client, runtime_headers, tenant, did):
     for url in ("http://127.0.0.1:9/a", "http://127.0.0.1:9/b"):
         webhook_service.create_webhook(
-            tenant=tenant, url=url, events=["call.started", "call.ended"], secret="s" * 32
+            actor=ACTOR,
+            tenant=tenant,
+            url=url,
+            events=["call.started", "call.ended"],
+            secret="s" * 32,
         )
     steps = run_lifecycle(client, runtime_headers, did)
     # Both webhooks' deliveries of an event are one INSERT; unsubscribed events write none.
@@ -144,7 +149,7 @@ def test_a_call_without_credits_adds_the_end_event(client, runtime_headers, tena
 
 
 def test_a_call_over_the_concurrency_limit_adds_the_end_event(client, runtime_headers, tenant, did):
-    tenant_service.set_plan(tenant=tenant, plan="business", concurrent_calls=1)
+    tenant_service.set_plan(actor=ACTOR, tenant=tenant, plan="business", concurrent_calls=1)
     assert start(client, runtime_headers, did).status_code == 201
     with statements() as seen:
         refused = start(client, runtime_headers, did)

@@ -6,7 +6,7 @@ from app.models import Call
 from app.services import agents as agent_service
 from app.services import calls as call_service
 from tests.call_flow import start
-from tests.helpers import assert_error
+from tests.helpers import ACTOR, assert_error
 
 PROMPT = "You call {{customer_name}} about order {{order_id}}. Speak {{tone}}."
 GREETING = "Halo {{customer_name}}, ini {{agent_name}} dari Toko Maju."
@@ -15,7 +15,7 @@ GREETING = "Halo {{customer_name}}, ini {{agent_name}} dari Toko Maju."
 @pytest.fixture
 def templated(tenant, agent_id, did):
     agent_service.update_agent(
-        tenant=tenant, agent_id=agent_id, system_prompt=PROMPT, greeting_text=GREETING
+        actor=ACTOR, tenant=tenant, agent_id=agent_id, system_prompt=PROMPT, greeting_text=GREETING
     )
     return did
 
@@ -64,7 +64,7 @@ def test_a_value_is_put_in_as_it_is(client, runtime_headers, templated):
 
 def test_only_exact_placeholders_are_filled(client, runtime_headers, tenant, agent_id, did):
     prompt = "{{ name }} {name} {{name} {{{name}}} {{1name}} {{name}}"
-    agent_service.update_agent(tenant=tenant, agent_id=agent_id, system_prompt=prompt)
+    agent_service.update_agent(actor=ACTOR, tenant=tenant, agent_id=agent_id, system_prompt=prompt)
     session = start(client, runtime_headers, did, variables={"name": "N"}).json["session"]
     assert session["systemPrompt"] == "{{ name }} {name} {{name} {N} {{1name}} N"
     assert session["missingVariables"] == []

@@ -14,6 +14,19 @@ from app.util import utcnow
 FAILED = "user.sign_in_failed"
 
 
+@pytest.fixture
+def tenant(tenant):
+    """The tenant with an empty audit log (its creation's entry removed): these tests count."""
+    AuditEntry.delete().where(AuditEntry.tenant == tenant).execute()
+    return tenant
+
+
+@pytest.fixture
+def other_tenant(other_tenant):
+    AuditEntry.delete().where(AuditEntry.tenant == other_tenant).execute()
+    return other_tenant
+
+
 def entry(tenant, **fields):
     values = {
         "tenant_id": tenant.id,

@@ -15,6 +15,7 @@ from app.services import billing
 from app.services import calls as call_service
 from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
+from tests.helpers import ACTOR
 
 
 @pytest.mark.parametrize(
@@ -67,16 +68,18 @@ calls = st.tuples(
     steps=st.lists(st.one_of(grants, calls), min_size=1, max_size=12), threshold=st.integers(0, 20)
 )
 def test_balance_always_equals_the_ledger_sum(app, steps, threshold):
-    tenant = tenant_service.create_tenant(name=f"t{next(_numbers)}")
-    tenant_service.set_threshold(tenant=tenant, minutes=threshold)
-    agent = agent_service.create_agent(tenant=tenant, name="A", system_prompt="x")
-    number = number_service.add_number(tenant=tenant, display_number=f"+{next(_numbers)}")
-    number_service.assign_agent(tenant=tenant, number_id=number.id, agent_id=agent.id)
+    tenant = tenant_service.create_tenant(actor=ACTOR, name=f"t{next(_numbers)}")
+    tenant_service.set_threshold(actor=ACTOR, tenant=tenant, minutes=threshold)
+    agent = agent_service.create_agent(actor=ACTOR, tenant=tenant, name="A", system_prompt="x")
+    number = number_service.add_number(
+        actor=ACTOR, tenant=tenant, display_number=f"+{next(_numbers)}"
+    )
+    number_service.assign_agent(actor=ACTOR, tenant=tenant, number_id=number.id, agent_id=agent.id)
     used = purchased = crossings = 0
     for kind, amount in steps:
         balance = Tenant.get_by_id(tenant.id).balance_minutes
         if kind == "grant":
-            billing.grant(tenant=tenant, minutes=amount)
+            billing.grant(actor=ACTOR, tenant=tenant, minutes=amount)
             purchased += amount
         else:
             try:

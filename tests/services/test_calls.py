@@ -12,11 +12,12 @@ from app.services import billing
 from app.services import calls as call_service
 from app.util import utcnow
 from tests.conftest import DID, using_postgres
+from tests.helpers import ACTOR
 
 
 @pytest.fixture
 def line(tenant, did):
-    billing.grant(tenant=tenant, minutes=1000)
+    billing.grant(actor=ACTOR, tenant=tenant, minutes=1000)
     return did
 
 

@@ -20,6 +20,7 @@ from app.models import Delivery, DeliveryAttempt, Event, Webhook
 from app.services import deliveries, events
 from app.services import webhooks as webhook_service
 from app.util import isoformat, new_id, utcnow
+from tests.helpers import ACTOR
 from tests.receiver import Answer, Receiver
 
 SECRET = "whsec-test-secret-0123456789"
@@ -27,7 +28,7 @@ SECRET = "whsec-test-secret-0123456789"
 
 def register(tenant, url, events=("call.ended",), secret=SECRET):
     return webhook_service.create_webhook(
-        tenant=tenant, url=url, events=list(events), secret=secret
+        actor=ACTOR, tenant=tenant, url=url, events=list(events), secret=secret
     )
 
 
@@ -420,7 +421,9 @@ def test_emit_creates_one_delivery_per_active_subscribed_webhook(tenant, other_t
         ended = register(tenant, receiver.url + "/a", events=["call.ended", "call.started"])
         register(tenant, receiver.url + "/b", events=["call.started"])
         paused = register(tenant, receiver.url + "/c", events=["call.ended"])
-        webhook_service.update_webhook(tenant=tenant, webhook_id=paused.id, is_active=False)
+        webhook_service.update_webhook(
+            actor=ACTOR, tenant=tenant, webhook_id=paused.id, is_active=False
+        )
         register(other_tenant, receiver.url + "/d", events=["call.ended"])
         emit(tenant)
         assert [request.path for request in receiver.requests] == ["/a"]
@@ -506,7 +509,7 @@ def test_deleting_a_webhook_removes_its_deliveries_and_log(tenant):
     with Receiver() as receiver:
         webhook = register(tenant, receiver.url)
         emit(tenant)
-    webhook_service.delete_webhook(tenant=tenant, webhook_id=webhook.id)
+    webhook_service.delete_webhook(actor=ACTOR, tenant=tenant, webhook_id=webhook.id)
     assert Delivery.select().count() == 0 and DeliveryAttempt.select().count() == 0
 
 

@@ -6,6 +6,7 @@ from app.db import database
 from app.models import Event
 from app.services import events
 from app.services import webhooks as webhook_service
+from tests.helpers import ACTOR
 
 # Nothing listens on port 9: each delivery's first attempt (made at once here) fails.
 REFUSED = "The connection was refused."
@@ -26,6 +27,7 @@ def test_an_event_about_a_call_names_it_and_others_name_none(tenant):
 
 def test_a_calls_events_come_oldest_first_with_their_deliveries(tenant, other_tenant):
     hook = webhook_service.create_webhook(
+        actor=ACTOR,
         tenant=tenant,
         url="http://127.0.0.1:9/hooks",
         events=["call.started", "call.ended"],

@@ -2,7 +2,7 @@
 
 from flask.views import MethodView
 
-from app.auth import current_tenant
+from app.auth import current_actor, current_tenant
 from app.resources.agents.schemas import (
     AgentCreateSchema,
     AgentListSchema,
@@ -30,7 +30,7 @@ class Agents(MethodView):
     @blp.doc(operationId="createAgent")
     def post(self, fields):
         """Create an agent"""
-        return agent_service.create_agent(tenant=current_tenant(), **fields)
+        return agent_service.create_agent(tenant=current_tenant(), actor=current_actor(), **fields)
 
 
 @blp.route("/<agent_id>")
@@ -48,11 +48,15 @@ class AgentsById(MethodView):
     @blp.doc(operationId="updateAgent")
     def patch(self, fields, agent_id):
         """Update an agent"""
-        return agent_service.update_agent(tenant=current_tenant(), agent_id=agent_id, **fields)
+        return agent_service.update_agent(
+            tenant=current_tenant(), actor=current_actor(), agent_id=agent_id, **fields
+        )
 
     @blp.response(204)
     @blp.alt_response(404, response="NOT_FOUND")
     @blp.doc(operationId="deleteAgent")
     def delete(self, agent_id):
         """Delete an agent"""
-        agent_service.delete_agent(tenant=current_tenant(), agent_id=agent_id)
+        agent_service.delete_agent(
+            tenant=current_tenant(), actor=current_actor(), agent_id=agent_id
+        )

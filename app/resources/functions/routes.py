@@ -2,7 +2,7 @@
 
 from flask.views import MethodView
 
-from app.auth import current_tenant
+from app.auth import current_actor, current_tenant
 from app.errors import ErrorSchema
 from app.resources.common import NO_STORE, SAME_SECRET, SecretRotationSchema, TenantBlueprint
 from app.resources.functions.schemas import (
@@ -44,7 +44,7 @@ class Functions(MethodView):
     def post(self, fields, agent_id):
         """Define a function on an agent"""
         return function_service.create_function(
-            tenant=current_tenant(), agent_id=agent_id, **fields
+            tenant=current_tenant(), actor=current_actor(), agent_id=agent_id, **fields
         )
 
 
@@ -61,7 +61,7 @@ class FunctionsByName(MethodView):
         signing secret stay.
         """
         return function_service.update_function(
-            tenant=current_tenant(), agent_id=agent_id, name=name, **fields
+            tenant=current_tenant(), actor=current_actor(), agent_id=agent_id, name=name, **fields
         )
 
     @blp.response(204)
@@ -69,7 +69,9 @@ class FunctionsByName(MethodView):
     @blp.doc(operationId="deleteFunction")
     def delete(self, agent_id, name):
         """Delete a function"""
-        function_service.delete_function(tenant=current_tenant(), agent_id=agent_id, name=name)
+        function_service.delete_function(
+            tenant=current_tenant(), actor=current_actor(), agent_id=agent_id, name=name
+        )
 
 
 @blp.route("/<name>/rotate-secret")
@@ -89,7 +91,7 @@ class FunctionSecretRotation(MethodView):
         (`Cache-Control: no-store`) is the only time the new secret is shown.
         """
         function, _ = function_service.rotate_secret(
-            tenant=current_tenant(), agent_id=agent_id, name=name, **fields
+            tenant=current_tenant(), actor=current_actor(), agent_id=agent_id, name=name, **fields
         )
         return function, NO_STORE
 

@@ -2,7 +2,7 @@
 
 from flask.views import MethodView
 
-from app.auth import current_tenant
+from app.auth import current_actor, current_tenant
 from app.resources.common import TenantBlueprint
 from app.resources.phone_numbers.schemas import (
     AssignAgentSchema,
@@ -37,5 +37,8 @@ class AssignAgent(MethodView):
     def post(self, fields, number_id):
         """Assign an agent to a phone number"""
         return number_service.assign_agent(
-            tenant=current_tenant(), number_id=number_id, agent_id=fields["agent_id"]
+            tenant=current_tenant(),
+            actor=current_actor(),
+            number_id=number_id,
+            agent_id=fields["agent_id"],
         )

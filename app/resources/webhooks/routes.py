@@ -2,7 +2,7 @@
 
 from flask.views import MethodView
 
-from app.auth import current_tenant
+from app.auth import current_actor, current_tenant
 from app.errors import ErrorSchema
 from app.resources.common import NO_STORE, SAME_SECRET, SecretRotationSchema, TenantBlueprint
 from app.resources.events.deliveries import DeliverySchema
@@ -58,7 +58,9 @@ class Webhooks(MethodView):
         Its url then receives a signed POST of every event it subscribes to: the callbacks
         below, one per event, with the body each one carries.
         """
-        return webhook_service.create_webhook(tenant=current_tenant(), **fields)
+        return webhook_service.create_webhook(
+            tenant=current_tenant(), actor=current_actor(), **fields
+        )
 
 
 @blp.route("/<webhook_id>")
@@ -77,7 +79,7 @@ class WebhooksById(MethodView):
     def patch(self, fields, webhook_id):
         """Update a webhook"""
         return webhook_service.update_webhook(
-            tenant=current_tenant(), webhook_id=webhook_id, **fields
+            tenant=current_tenant(), actor=current_actor(), webhook_id=webhook_id, **fields
         )
 
     @blp.response(204)
@@ -85,7 +87,9 @@ class WebhooksById(MethodView):
     @blp.doc(operationId="deleteWebhook")
     def delete(self, webhook_id):
         """Delete a webhook and its delivery log"""
-        webhook_service.delete_webhook(tenant=current_tenant(), webhook_id=webhook_id)
+        webhook_service.delete_webhook(
+            tenant=current_tenant(), actor=current_actor(), webhook_id=webhook_id
+        )
 
 
 @blp.route("/<webhook_id>/deliveries")
@@ -119,7 +123,7 @@ class WebhookSecretRotation(MethodView):
         The answer (`Cache-Control: no-store`) is the only time the new secret is shown.
         """
         webhook, _ = webhook_service.rotate_secret(
-            tenant=current_tenant(), webhook_id=webhook_id, **fields
+            tenant=current_tenant(), actor=current_actor(), webhook_id=webhook_id, **fields
         )
         return webhook, NO_STORE
 
@@ -132,7 +136,9 @@ class WebhookTest(MethodView):
     @blp.doc(operationId="testWebhook")
     def post(self, webhook_id):
         """Send a signed webhook.test event to this webhook only"""
-        return webhook_service.send_test(tenant=current_tenant(), webhook_id=webhook_id)
+        return webhook_service.send_test(
+            tenant=current_tenant(), actor=current_actor(), webhook_id=webhook_id
+        )
 
 
 @blp.route("/<webhook_id>/replay")
@@ -150,7 +156,9 @@ class WebhookReplay(MethodView):
         that `events` names), with the event's own id and body: receivers that dedupe on
         the event id see each once. At most 10,000 events per replay.
         """
-        replayed = webhook_service.replay(tenant=current_tenant(), webhook_id=webhook_id, **fields)
+        replayed = webhook_service.replay(
+            tenant=current_tenant(), actor=current_actor(), webhook_id=webhook_id, **fields
+        )
         return {"replayed": replayed}
 
 
@@ -162,5 +170,7 @@ class DeliveryRetry(MethodView):
     @blp.doc(operationId="retryDelivery")
     def post(self, delivery_id):
         """Send a delivery again now"""
-        delivery = delivery_service.retry(tenant=current_tenant(), delivery_id=delivery_id)
+        delivery = delivery_service.retry(
+            tenant=current_tenant(), actor=current_actor(), delivery_id=delivery_id
+        )
         return delivery_service.with_attempts([delivery])[0]
