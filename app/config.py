@@ -44,9 +44,10 @@ METRICS_TOKEN = None
 LOG_FORMAT = "json"
 LOG_LEVEL = "INFO"
 
-# Webhook delivery: seconds to connect and to receive the answer (a 2xx within this is a
-# success), and how long a job holds a delivery before another may take it over (more than
-# an attempt can take).
+# Webhook delivery: seconds to connect, and seconds for the whole attempt, connecting,
+# headers and body included, on the wall clock however slowly the receiver sends (a 2xx
+# within this is a success); and how long a job holds a delivery before another may take it
+# over (at least WEBHOOK_TIMEOUT + 2: RQ stops the job a second before its lease ends).
 WEBHOOK_CONNECT_TIMEOUT = 3.0
 WEBHOOK_TIMEOUT = 10.0
 WEBHOOK_LEASE_SECONDS = 20

@@ -21,6 +21,7 @@ import logging
 import queue as stdlib_queue
 import threading
 import time
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -38,15 +39,31 @@ log = logging.getLogger(__name__)
 # How RQ keeps each queue's jobs. A function call's (or test's) job is dropped when no worker
 # took it within `ttl` (its caller gave up long before) and its result is read once, at once;
 # a delivery's job is kept only briefly (the delivery row is the record: RQ deleting a
-# finished job at once costs it more than letting it expire).
+# finished job at once costs it more than letting it expire). A delivery's job timeout comes
+# from its lease (webhook_job_timeout).
 JOB_OPTIONS: dict[str, dict[str, Any]] = {
     "functions": {"timeout": 30, "ttl": 30, "result_ttl": 60, "failure_ttl": 600},
     "function_tests": {"timeout": 30, "ttl": 30, "result_ttl": 60, "failure_ttl": 600},
-    "webhooks": {"timeout": 120, "result_ttl": 10, "failure_ttl": 24 * 3600},
+    "webhooks": {"result_ttl": 10, "failure_ttl": 24 * 3600},
 }
 RESULT_POLL_S = 0.005
 ENQUEUE_BATCH = 1000  # jobs per Redis pipeline in enqueue_many
 SWEEP = "app.jobs.sweep"
+
+
+def webhook_job_timeout(config: Mapping[str, Any]) -> int:
+    """Whole seconds RQ lets a delivery's job run: less than the lease the job holds its
+    delivery by, so a job stopped by RQ has let go before another may take the delivery over,
+    and a delivery is never sent twice at once."""
+    return int(config["WEBHOOK_LEASE_SECONDS"]) - 1
+
+
+def job_options(queue_name: str) -> dict[str, Any]:
+    """The RQ options of a queue's jobs."""
+    options = JOB_OPTIONS[queue_name]
+    if "timeout" not in options:
+        options = {**options, "timeout": webhook_job_timeout(current_app.config)}
+    return options
 
 
 def redis_connection(*, blocking: bool = False) -> Redis:
@@ -88,7 +105,7 @@ def enqueue(queue_name: str, func: str, *args: Any, job_id: str | None = None) -
             run_inline(func, *args)
         return True
     try:
-        rq_queue(queue_name).enqueue_call(func, args, job_id=job_id, **JOB_OPTIONS[queue_name])
+        rq_queue(queue_name).enqueue_call(func, args, job_id=job_id, **job_options(queue_name))
     except RedisError as exc:
         log.warning("could not enqueue %s on %s (%s)", func, queue_name, exc)
         return False
@@ -110,7 +127,7 @@ def enqueue_many(queue_name: str, func: str, calls: list[tuple[Any, str]]) -> bo
             enqueue(queue_name, func, *args, job_id=job_id)
         return True
     rq = rq_queue(queue_name)
-    options = JOB_OPTIONS[queue_name]
+    options = job_options(queue_name)
     try:
         for start in range(0, len(calls), ENQUEUE_BATCH):
             rq.enqueue_many(
@@ -159,7 +176,7 @@ def call(queue_name: str, func: str, *args: Any, timeout: float) -> Any:
     deadline = time.monotonic() + timeout
     try:
         job = rq_queue(queue_name, blocking=True).enqueue_call(
-            func, args, **JOB_OPTIONS[queue_name]
+            func, args, **job_options(queue_name)
         )
         # RQ's blocking wait takes whole seconds; what is left after it is polled.
         result = job.latest_result(timeout=int(timeout)) if timeout >= 1 else None

@@ -310,7 +310,6 @@ def _call_endpoint(function: Function, invocation: Invocation) -> tuple[Outcome,
             body=body,
             headers=headers,
             timeout=(min(CONNECT_TIMEOUT_S, remaining), remaining),
-            total=remaining,
         )
     except outbound.OutboundTimeout:
         return timed_out(invocation.timeout_ms), None
