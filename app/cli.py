@@ -572,7 +572,15 @@ def deliveries_retry(delivery_id: str) -> None:
     # The attempt is enqueued (or made, inline) once the retry commits.
     delivery = delivery_service.retry(tenant=None, actor=CLI, delivery_id=delivery_id)
     if not queue.inline():  # a worker makes the attempt
-        if not (delivery.job_id and queue.known(delivery.job_id)):
+        delivery = delivery_service.get_delivery(tenant=None, delivery_id=delivery.id)
+        if delivery.job_id is None:  # the tenant's places are taken: it waits its turn
+            click.echo(
+                f"{delivery.id} is due now and waits for a place: its webhook or tenant has "
+                "as many deliveries in flight as it may. worker.py webhooks sends it when one "
+                "frees, and flask deliveries list shows the outcome."
+            )
+            return
+        if not queue.known(delivery.job_id):
             raise click.ClickException(
                 f"Could not queue {delivery.id}: Redis does not answer. It is due now, and the "
                 "sweeper of worker.py webhooks sends it once Redis answers."

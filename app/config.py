@@ -68,6 +68,15 @@ FUNCTION_WORKERS = 8
 FUNCTION_TEST_WORKERS = 2
 WEBHOOK_WORKERS = 4
 
+# Fair delivery. A webhook has at most WEBHOOK_IN_FLIGHT_PER_WEBHOOK attempts in flight, and a
+# tenant at most WEBHOOK_TENANT_SHARE of a lane's workers (at least one): the rest of its
+# deliveries wait in the database and go as places free. A webhook whose attempt timed out is
+# sent in the slow lane (the webhooks_slow queue, served by WEBHOOK_SLOW_WORKERS workers of
+# worker.py) until it answers in time again, so slow receivers never hold the others' workers.
+WEBHOOK_IN_FLIGHT_PER_WEBHOOK = 2
+WEBHOOK_TENANT_SHARE = 0.5
+WEBHOOK_SLOW_WORKERS = 2
+
 # A worker serving only the webhooks queue lowers its CPU priority by this much (nice), so on
 # a busy machine the web processes and the functions worker, on which a caller waits, run
 # first. 0 keeps the priority it was started with.

@@ -281,6 +281,11 @@ class Webhook(RotatedSecret, BaseModel):
     # Failed attempts since the last success; the database has the default too, for rows
     # written by code from before it (migration 012).
     consecutive_failures = pw.IntegerField(default=0, constraints=[pw.SQL("DEFAULT 0")])
+    # The queue its deliveries go to: "webhooks", or "webhooks_slow" from an attempt that
+    # timed out until one is answered in time (migration 016).
+    lane = pw.CharField(
+        max_length=16, default="webhooks", constraints=[pw.SQL("DEFAULT 'webhooks'")]
+    )
     created_at = pw.DateTimeField(default=utcnow)
     updated_at = pw.DateTimeField(default=utcnow)
 
@@ -296,8 +301,11 @@ class Delivery(BaseModel):
     status = pw.CharField(max_length=16, default="pending")  # pending | succeeded | failed
     attempts = pw.IntegerField(default=0)
     next_attempt_at = pw.DateTimeField(null=True, default=utcnow)
-    lease_until = pw.DateTimeField(null=True)  # a job holds the delivery until then
+    # In flight (sent to a queue, or being attempted) until then: it counts against its
+    # webhook's and tenant's places, and no other job may take it.
+    lease_until = pw.DateTimeField(null=True)
     job_id = pw.CharField(max_length=40, null=True)  # the RQ job that is to send it next
+    lane = pw.CharField(max_length=16, null=True)  # the queue it was last sent to
     last_status_code = pw.IntegerField(null=True)
     last_error = pw.TextField(null=True)
     created_at = pw.DateTimeField(default=utcnow)
@@ -311,6 +319,9 @@ class Delivery(BaseModel):
             (("webhook", "created_at"), False),
             # A webhook's pending deliveries (counted before a replay); its log by status.
             (("webhook", "status", "created_at"), False),
+            # The deliveries in flight (lease_until ahead), and a tenant's next ones to send.
+            (("status", "lease_until"), False),
+            (("tenant", "status", "next_attempt_at"), False),
         )
 
 

@@ -5,10 +5,11 @@ enqueues it once that transaction commits (peewee's after_commit), so a job neve
 uncommitted rows and a rolled-back change sends nothing. The database row stays the truth;
 a lost enqueue is picked up again by the delivery sweeper.
 
-Three RQ queues: `functions` (a caller waits on the line for each job's return value),
+Four RQ queues: `functions` (a caller waits on the line for each job's return value),
 `function_tests` (the same for function tests, served apart so that they never hold up a
-call) and `webhooks`. Inline mode (no Redis) runs the same job functions in the process that
-enqueues them: a webhooks job enqueued during an HTTP request goes to one background thread
+call), `webhooks` and `webhooks_slow` (the slow lane of deliveries). Inline mode (no Redis)
+runs the same job functions in the process that enqueues them: a delivery's job enqueued
+during an HTTP request goes to one background thread
 of the web process, so the response never waits on a slow receiver, and that thread also
 sweeps, which is how retries happen; anything else runs at once in the calling thread.
 
@@ -45,7 +46,9 @@ JOB_OPTIONS: dict[str, dict[str, Any]] = {
     "functions": {"timeout": 30, "ttl": 30, "result_ttl": 60, "failure_ttl": 600},
     "function_tests": {"timeout": 30, "ttl": 30, "result_ttl": 60, "failure_ttl": 600},
     "webhooks": {"result_ttl": 10, "failure_ttl": 24 * 3600},
+    "webhooks_slow": {"result_ttl": 10, "failure_ttl": 24 * 3600},
 }
+WEBHOOK_QUEUES = ("webhooks", "webhooks_slow")  # the fast lane and the slow one
 RESULT_POLL_S = 0.005
 ENQUEUE_BATCH = 1000  # jobs per Redis pipeline in enqueue_many
 SWEEP = "app.jobs.sweep"
@@ -99,7 +102,7 @@ def enqueue(queue_name: str, func: str, *args: Any, job_id: str | None = None) -
     if inline():
         # The web process's background thread, started by the request (init_app).
         background = current_app.extensions.get("inline_worker") if has_request_context() else None
-        if queue_name == "webhooks" and background is not None:
+        if queue_name in WEBHOOK_QUEUES and background is not None:
             background.submit(func, args)
         else:
             run_inline(func, *args)
