@@ -6,6 +6,7 @@ A trickling receiver (headers at once, then a byte at a time) and a sleeping one
 """
 
 import time
+from contextlib import ExitStack
 
 import pytest
 
@@ -19,7 +20,7 @@ from app.services import tenants as tenant_service
 from tests.call_flow import answer, start
 from tests.conftest import RUNTIME_TOKEN
 from tests.helpers import ACTOR
-from tests.receiver import Trickler
+from tests.receiver import Answer, Receiver, Trickler
 from tests.runtime.test_function_calls import define, invoke
 from tests.workers import register_webhook, rq_config, wait_for_worker, wait_until
 
@@ -58,7 +59,7 @@ def test_a_trickled_delivery_counts_every_attempt_and_fails_on_schedule(
     fails after the last attempt like any other failing receiver's."""
     with Trickler() as trickler:
         register_webhook(tenant, trickler.url)
-        workers.start(**SCHEDULE)
+        workers.start(queues=("webhooks",), **SCHEDULE)
         wait_for_worker(workers, redis_client, ("webhooks",))
         started = time.monotonic()
         emit(tenant)
@@ -81,6 +82,43 @@ def test_a_trickled_delivery_counts_every_attempt_and_fails_on_schedule(
     times = [row.attempted_at for row in log]
     gaps = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]
     assert max(gaps) < ATTEMPT_S + max(delays) + 0.3
+
+
+def test_trickling_webhooks_and_a_replay_of_one_tenant_leave_anothers_events_on_time(
+    client, headers, tenant, other_tenant, workers, redis_client
+):
+    """Tenant A: six webhooks whose receivers trickle, and a replay of 50 events to one that
+    sleeps past the deadline. Tenant B's events still arrive within a second or two."""
+    for _ in range(49):
+        emit(tenant)  # kept in the event log before any webhook: replayed below
+    with ExitStack() as stack:
+        tricklers = [stack.enter_context(Trickler()) for _ in range(6)]
+        sleeper = stack.enter_context(Receiver(lambda request: Answer(delay=3)))
+        b_receiver = stack.enter_context(Receiver())
+        for trickler in tricklers:
+            register_webhook(tenant, trickler.url)
+        sleeping = register_webhook(tenant, sleeper.url)
+        register_webhook(other_tenant, b_receiver.url)
+        workers.start(queues=("webhooks",), **SCHEDULE)
+        wait_for_worker(workers, redis_client, ("webhooks", "webhooks_slow"))
+        emit(tenant)  # to all seven of A's webhooks
+        response = client.post(
+            f"/api/v1/webhooks/{sleeping.id}/replay",
+            json={"since": "2000-01-01T00:00:00Z"},
+            headers=headers,
+        )
+        assert response.json == {"replayed": 50}
+        wait_until(lambda: sum(t.count() for t in tricklers) >= 2, 5, "A not sent", workers)
+        sent = {}
+        for number in range(10):
+            sent[emit(other_tenant, number=number).id] = time.monotonic()
+            time.sleep(0.2)
+        b_receiver.wait_for(10, timeout=5)
+        busy = sum(t.count() for t in tricklers), len(sleeper.requests)
+    arrived = {request.headers["X-Service-Event-Id"]: request.at for request in b_receiver.requests}
+    delays = sorted(arrived[event_id] - sent[event_id] for event_id in sent)
+    assert len(arrived) == 10 and delays[-1] < 5.0, delays
+    assert busy[0] >= 2 and busy[1] >= 1  # A's receivers were being held meanwhile
 
 
 @pytest.fixture
