@@ -69,6 +69,80 @@ def job_options(queue_name: str) -> dict[str, Any]:
     return options
 
 
+# Takes one of ARGV[1] places under KEYS[1] for the member ARGV[3], held for ARGV[2] seconds
+# at most: places whose time is up are dropped first (a holder that died frees its place by
+# itself), and the clock is Redis's own, the same for every host. 1 when taken, 0 when all
+# are held: one round trip.
+TAKE_PLACE_SCRIPT = """
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1000000
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], t + tonumber(ARGV[2]), ARGV[3])
+redis.call('EXPIRE', KEYS[1], 60)
+return 1
+"""
+PLACE_KEY = "voiceagent:places:"
+
+
+def take_place(group: str, member: str, *, places: int, seconds: float) -> bool:
+    """Take one of `places` in group for member, for `seconds` at most; False when all are
+    held. Every process shares them through Redis (inline mode: this process's own). When
+    Redis does not answer, True: the job's enqueue then fails, and says so, as before."""
+    if inline():
+        return _local_places.take(group, member, places=places, seconds=seconds)
+    client = redis_connection()
+    script = current_app.extensions.get("take_place_script")
+    if script is None:
+        script = current_app.extensions["take_place_script"] = client.register_script(
+            TAKE_PLACE_SCRIPT
+        )
+    try:
+        return bool(script(keys=[PLACE_KEY + group], args=[places, seconds, member]))
+    except RedisError as exc:
+        log.warning("could not count the places of %s (%s)", group, exc)
+        return True
+
+
+def give_back_place(group: str, member: str) -> None:
+    """Free member's place in group (its time running out frees it too)."""
+    if inline():
+        _local_places.give_back(group, member)
+        return
+    try:
+        redis_connection().zrem(PLACE_KEY + group, member)
+    except RedisError as exc:
+        log.warning("could not free a place of %s (%s); it frees itself", group, exc)
+
+
+class LocalPlaces:
+    """take_place's places in one process (inline mode), with the same rules."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.held: dict[str, dict[str, float]] = {}
+
+    def take(self, group: str, member: str, *, places: int, seconds: float) -> bool:
+        now = time.monotonic()
+        with self.lock:
+            held = {m: until for m, until in self.held.get(group, {}).items() if until > now}
+            if len(held) >= places:
+                self.held[group] = held
+                return False
+            held[member] = now + seconds
+            self.held[group] = held
+            return True
+
+    def give_back(self, group: str, member: str) -> None:
+        with self.lock:
+            self.held.get(group, {}).pop(member, None)
+
+
+_local_places = LocalPlaces()
+
+
 def redis_connection(*, blocking: bool = False) -> Redis:
     """The app's Redis client (one per process, created on first use).
 

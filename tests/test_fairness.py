@@ -6,6 +6,7 @@ A trickling receiver (headers at once, then a byte at a time) and a sleeping one
 """
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 
 import pytest
@@ -21,7 +22,7 @@ from tests.call_flow import answer, start
 from tests.conftest import RUNTIME_TOKEN
 from tests.helpers import ACTOR
 from tests.receiver import Answer, Receiver, Trickler
-from tests.runtime.test_function_calls import define, invoke
+from tests.runtime.test_function_calls import define, echo, invoke
 from tests.workers import register_webhook, rq_config, wait_for_worker, wait_until
 
 ATTEMPT_S = 0.5  # WEBHOOK_TIMEOUT in these tests: the whole answer, on the clock
@@ -119,6 +120,56 @@ def test_trickling_webhooks_and_a_replay_of_one_tenant_leave_anothers_events_on_
     delays = sorted(arrived[event_id] - sent[event_id] for event_id in sent)
     assert len(arrived) == 10 and delays[-1] < 5.0, delays
     assert busy[0] >= 2 and busy[1] >= 1  # A's receivers were being held meanwhile
+
+
+def test_a_trickling_endpoint_of_one_tenant_leaves_anothers_function_calls_answered(
+    app, client, headers, tenant, agent_id, other_tenant, other_headers, workers, redis_client
+):
+    """Tenant A makes 8 live calls and 2 tests of a function whose endpoint trickles: its
+    calls take half of the function workers and the rest are function_busy at once, so
+    tenant B's live calls of the same moment are answered."""
+    with Trickler() as trickler, Receiver(echo) as quick:
+        define(client, headers, agent_id, trickler.url + "/orders", timeout_ms=3000)
+        a_call = live_call(client, tenant, agent_id, "+6221555203")
+        b_agent = client.post(
+            "/api/v1/agents", json={"name": "B", "systemPrompt": "Hi."}, headers=other_headers
+        ).json["id"]
+        define(client, other_headers, b_agent, quick.url + "/orders")
+        b_call = live_call(client, other_tenant, b_agent, "+6221555202")
+        workers.start(queues=("functions",))
+        wait_for_worker(workers, redis_client, ("functions", "function_tests"))
+
+        def a_live(_):
+            return invoke(app.test_client(), RUNTIME_HEADERS, a_call, orderId="A").json
+
+        def a_test(_):
+            return (
+                app.test_client()
+                .post(
+                    f"/api/v1/agents/{agent_id}/functions/lookup_order/test",
+                    json={"parameters": {"orderId": "A"}},
+                    headers=headers,
+                )
+                .json
+            )
+
+        with ThreadPoolExecutor(10) as pool:
+            a_calls = [pool.submit(a_live, n) for n in range(8)]
+            a_tests = [pool.submit(a_test, n) for n in range(2)]
+            wait_until(lambda: trickler.count() >= 6, 3, "A's calls not made", workers)
+            b_answers = []
+            for number in range(3):
+                started = time.monotonic()
+                answer = invoke(client, RUNTIME_HEADERS, b_call, orderId=f"B{number}")
+                b_answers.append((answer.json, time.monotonic() - started))
+            a_outcomes = [future.result()["error"]["code"] for future in a_calls]
+            test_outcomes = [future.result()["error"]["code"] for future in a_tests]
+    assert all(json["result"]["status"] == "shipped" for json, _ in b_answers), b_answers
+    assert max(elapsed for _, elapsed in b_answers) < 1.0
+    share = app.config["FUNCTION_WORKERS"] // 2
+    assert sorted(a_outcomes) == ["function_busy"] * share + ["function_timeout"] * share
+    assert test_outcomes == ["function_timeout"] * 2
+    assert trickler.count() == share + 2  # the busy calls never reached the endpoint
 
 
 @pytest.fixture

@@ -209,11 +209,13 @@ def _dispatch_tenant(tenant_id: str) -> int:
         by_webhook, room = _places(tenant_id, now)  # again, now that no one else dispatches
         while any(places > 0 for places in room.values()):
             full = [webhook for webhook, count in by_webhook.items() if count >= per_webhook]
+            asked = sum(places for places in room.values() if places > 0)
             candidates = _next_due(tenant_id, now, room, full_webhooks=full)
-            progress = False
+            progress = skipped = False
             for delivery_id, webhook_id, lane in candidates:
                 if room[lane] <= 0 or by_webhook.get(webhook_id, 0) >= per_webhook:
-                    continue  # filled by an earlier candidate: the next query leaves it out
+                    skipped = True  # filled by an earlier candidate: the next query leaves it
+                    continue
                 job_id = new_job_id()
                 taken = (
                     Delivery.update(lease_until=lease_until, job_id=job_id, lane=lane)
@@ -225,8 +227,8 @@ def _dispatch_tenant(tenant_id: str) -> int:
                     room[lane] -= 1
                     by_webhook[webhook_id] = by_webhook.get(webhook_id, 0) + 1
                 progress = True
-            if not progress:
-                break
+            if not progress or (not skipped and len(candidates) < asked):
+                break  # nothing else is due where a place is left
         for lane, calls in sent.items():
             if calls:
                 queue.defer_many(lane, DELIVER_JOB, calls)

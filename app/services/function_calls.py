@@ -7,7 +7,9 @@ the job's return value (RQ's result); a worker sends the signed request (the end
 the budget, at most 1 s of it to connect), records the outcome and returns it. Nothing is
 written before the endpoint answers. Each invocation is recorded exactly once, by whichever
 side gets there first (the worker with the answer, or the web process when its wait is over:
-the primary key settles it), and is never retried once sent.
+the primary key settles it), and is never retried once sent. A tenant's live calls take at
+most its share of the function workers at once (FUNCTION_TENANT_SHARE): one beyond it is
+answered function_busy at once, so a tenant's slow endpoints never hold up another's calls.
 
 A test (POST /api/v1/agents/:id/functions/:name/test) is the same request, signed the same
 way with callId call_test, from the same sender with the same budget, and nothing is
@@ -203,8 +205,34 @@ def _record(invocation: Invocation, outcome: Outcome, *, http_status: int | None
     return True
 
 
+def tenant_places() -> int:
+    """How many live function calls of one tenant may run at once: its share of the function
+    workers, at least one."""
+    config = current_app.config
+    return max(1, int(config["FUNCTION_WORKERS"] * config["FUNCTION_TENANT_SHARE"]))
+
+
 def _run_and_wait(invocation: Invocation) -> Outcome:
-    """Run the job and wait for its outcome, or function_timeout once the wait is over."""
+    """Run the job and wait for its outcome (function_timeout once the wait is over), while
+    the tenant has a place among the function workers; function_busy at once when it has
+    none."""
+    places, group = tenant_places(), f"functions:{invocation.tenant_id}"
+    held_for = invocation.wait_deadline - time.time() + ANSWER_MARGIN_S
+    if not queue.take_place(group, invocation.id, places=places, seconds=held_for):
+        busy = Outcome.failure(
+            "function_busy",
+            f"Too many of this account's function calls are running at once (at most "
+            f"{places}); the function was not called.",
+        )
+        _record(invocation, busy, http_status=None)
+        return busy
+    try:
+        return _wait_for_job(invocation)
+    finally:
+        queue.give_back_place(group, invocation.id)
+
+
+def _wait_for_job(invocation: Invocation) -> Outcome:
     answer = queue.call(
         "functions",
         INVOKE_JOB,

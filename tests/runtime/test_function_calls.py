@@ -14,7 +14,7 @@ import pytest
 
 from app.models import Event, Function, FunctionInvocation
 from tests.call_flow import RUNTIME, answer, end, start
-from tests.helpers import assert_error
+from tests.helpers import ACTOR, assert_error
 from tests.receiver import Answer, Receiver
 
 SECRET = "fsec-test-secret-0123456789"
@@ -385,3 +385,54 @@ def test_a_late_job_sends_nothing_and_records_a_timeout(
     function_calls.run(job_for(call_id, Function.get().id, started=time.time() - 6))
     assert FunctionInvocation.get_by_id("fcall_job").error_code == "function_timeout"
     assert endpoint.requests == []
+
+
+def test_a_call_beyond_the_tenants_share_of_workers_is_busy_at_once(
+    app, client, headers, runtime_headers, agent_id, call_id, other_tenant, other_headers
+):
+    """A tenant whose calls hold its share of the function workers (one of two here) gets
+    function_busy at once, recorded like any outcome, without its endpoint being called;
+    another tenant's call of the same moment is made."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app.services import billing
+    from app.services import phone_numbers as number_service
+
+    app.config.update(FUNCTION_WORKERS=2, FUNCTION_TENANT_SHARE=0.5)
+    with Receiver(slow_or_quick) as endpoint:
+        define(client, headers, agent_id, endpoint.url + "/slow", timeout_ms=1500)
+        other_agent = client.post(
+            "/api/v1/agents", json={"name": "B", "systemPrompt": "Hi."}, headers=other_headers
+        ).json["id"]
+        define(client, other_headers, other_agent, endpoint.url + "/quick")
+        number = number_service.add_number(
+            actor=ACTOR, tenant=other_tenant, display_number="+6221555302"
+        )
+        number_service.assign_agent(
+            actor=ACTOR, tenant=other_tenant, number_id=number.id, agent_id=other_agent
+        )
+        billing.grant(actor=ACTOR, tenant=other_tenant, minutes=10)
+        other_call = start(client, runtime_headers, "+6221555302").json["id"]
+        answer(client, runtime_headers, other_call)
+        with ThreadPoolExecutor(1) as pool:
+            holding = pool.submit(invoke, app.test_client(), runtime_headers, call_id, orderId="A")
+            endpoint.wait_for(1)
+            started = time.monotonic()
+            busy = invoke(client, runtime_headers, call_id, orderId="B")
+            assert time.monotonic() - started < 0.3
+            other = invoke(client, runtime_headers, other_call, orderId="C")
+            assert holding.result().json == {"result": {"status": "shipped"}}
+        assert len(endpoint.requests) == 2  # the first call's and the other tenant's
+    assert busy.status_code == 200
+    assert busy.json == {
+        "error": {
+            "code": "function_busy",
+            "message": "Too many of this account's function calls are running at once (at "
+            "most 1); the function was not called.",
+        }
+    }
+    assert other.json["result"]["status"] == "shipped"
+    codes = [record.error_code for record in FunctionInvocation.select()]
+    assert sorted(codes, key=str) == sorted([None, None, "function_busy"], key=str)
+    # The place is free again once the call in hand has its answer.
+    assert invoke(client, runtime_headers, call_id, orderId="D").json["result"]

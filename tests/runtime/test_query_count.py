@@ -91,7 +91,19 @@ def test_a_call_lifecycle_runs_20_statements(client, runtime_headers, did):
     assert sum(map(len, steps.values())) == 20
 
 
-def test_a_subscribed_webhook_adds_one_insert_per_event(client, runtime_headers, tenant, did):
+def dispatched(steps: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The statements of each step's dispatch after its commit (taken out of steps): they
+    start with its first read of the deliveries."""
+    found = {}
+    for step, seen in steps.items():
+        first = seen.index("SELECT delivery") if "SELECT delivery" in seen else len(seen)
+        found[step], steps[step] = seen[first:], seen[:first]
+    return found
+
+
+def test_a_subscribed_webhook_adds_one_insert_per_event_and_a_dispatch(
+    client, runtime_headers, tenant, did
+):
     for url in ("http://127.0.0.1:9/a", "http://127.0.0.1:9/b"):
         webhook_service.create_webhook(
             actor=ACTOR,
@@ -101,6 +113,7 @@ def test_a_subscribed_webhook_adds_one_insert_per_event(client, runtime_headers,
             secret="s" * 32,
         )
     steps = run_lifecycle(client, runtime_headers, did)
+    dispatches = dispatched(steps)
     # Both webhooks' deliveries of an event are one INSERT; unsubscribed events write none.
     assert steps == {
         **LIFECYCLE,
@@ -114,6 +127,16 @@ def test_a_subscribed_webhook_adds_one_insert_per_event(client, runtime_headers,
         "ended": ["UPDATE call", *EVENT, "INSERT delivery", *CHARGE],
     }
     assert Delivery.select().count() == 4
+    # After the commit, the dispatch: a look at the places and the next due deliveries; when
+    # one may go, the same two reads under the lock and a conditional UPDATE each.
+    assert dispatches["start"] == ["SELECT delivery"] * 4 + ["UPDATE delivery"] * 2
+    assert dispatches["answered"] == dispatches["transcript"] == []
+    assert dispatches["ended"] in (
+        ["SELECT delivery"] * 2,  # the first two are still in flight: no place is free
+        ["SELECT delivery"] * 4 + ["UPDATE delivery"] * 2,
+        ["SELECT delivery"] * 4 + ["UPDATE delivery"],
+        ["SELECT delivery"] * 4,  # a place freed between the look and the lock, taken again
+    )
 
 
 def test_a_provider_call_id_adds_the_lookup_of_a_repeat(client, runtime_headers, did):
