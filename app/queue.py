@@ -236,6 +236,22 @@ def waiting(queue_name: str) -> set[str] | None:
         return None
 
 
+def lost(job_ids: list[str]) -> set[str] | None:
+    """Those of job_ids that RQ does not hold at all (Redis restarted empty, say), read in
+    one round trip; none in inline mode, None when Redis does not answer."""
+    if inline() or not job_ids:
+        return set()
+    try:
+        pipeline = redis_connection().pipeline(transaction=False)
+        for job_id in job_ids:
+            pipeline.exists(Job.key_for(job_id))
+        found = pipeline.execute()
+    except RedisError as exc:
+        log.warning("could not look for jobs (%s); trying again later", exc)
+        return None
+    return {job_id for job_id, exists in zip(job_ids, found, strict=True) if not exists}
+
+
 def known(job_id: str) -> bool:
     """Whether RQ holds the job (waiting, running, or finished a moment ago); False when Redis
     does not answer."""

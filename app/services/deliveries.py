@@ -12,7 +12,8 @@ sends it without holding a transaction (the attempt ends on the clock, well with
 lease), then writes the attempt and its outcome in one transaction (success, the next
 attempt time, or failure for good). Whatever goes wrong with one delivery is recorded as its
 failed attempt and touches no other. The sweeper dispatches every due delivery that no live
-lease holds, so an enqueue lost to a Redis outage or a worker killed mid-job only delays it.
+lease holds, and again one whose job Redis lost, so an enqueue lost to a Redis outage or a
+worker killed mid-job only delays it.
 """
 
 import base64
@@ -55,6 +56,7 @@ LANE_WORKERS = {FAST_LANE: "WEBHOOK_WORKERS", SLOW_LANE: "WEBHOOK_SLOW_WORKERS"}
 # The PostgreSQL advisory lock class under which one tenant's dispatches run one at a time
 # (the second key is the tenant id's hash): any fixed number ("dispatch" in ASCII, 32 bits).
 DISPATCH_LOCK_CLASS = 0x64697370
+LOST_AFTER_S = 2  # a job RQ does not hold this long after its dispatch was lost with Redis
 
 log = logging.getLogger(__name__)
 
@@ -583,16 +585,45 @@ def sweep(batch: int = SWEEP_BATCH) -> int:
     """Dispatch the due deliveries of every tenant that has some (at most `batch` tenants a
     run); how many were dispatched.
 
-    First, a delivery whose dispatch lease ran out while its job still waits in the queue
-    (the workers are busy) keeps its place: its lease is renewed, so it is not sent to the
-    queue twice. Any other whose lease ran out (Redis lost its job, or its worker died) is
-    free again, and dispatched with the others.
+    First the deliveries in flight are checked against the queues. One whose job Redis no
+    longer holds (it restarted empty) is free again at once: nothing was sending it. One
+    whose lease ran out while its job still waits in the queue (the workers are busy) keeps
+    its place: its lease is renewed, so it is not sent to the queue twice. Any other whose
+    lease ran out (its worker died mid-attempt) is free again, and dispatched with the rest.
     """
     now = utcnow()
+    _free_lost(now)
     _renew_queued(now)
     query = Delivery.select(Delivery.tenant).where(_free(now)).distinct().limit(batch)
     tenants = cast(list[tuple[str]], list(query.tuples()))
     return sum(dispatch(tenant_id=tenant_id) for (tenant_id,) in tenants)
+
+
+def _free_lost(now: datetime) -> None:
+    # Dispatched at least LOST_AFTER ago: a job enqueued just after its dispatch committed is
+    # not taken for lost.
+    config = current_app.config
+    dispatched_before = now + timedelta(seconds=config["WEBHOOK_LEASE_SECONDS"] - LOST_AFTER_S)
+    held = cast(
+        list[tuple[str, str]],
+        list(
+            Delivery.select(Delivery.id, Delivery.job_id)
+            .where(
+                (Delivery.status == "pending")
+                & (Delivery.lease_until > now)
+                & (Delivery.lease_until < dispatched_before)
+                & Delivery.job_id.is_null(False)
+            )
+            .limit(SWEEP_BATCH)
+            .tuples()
+        ),
+    )
+    gone = queue.lost([job_id for _, job_id in held])
+    if gone:
+        Delivery.update(lease_until=None, job_id=None).where(
+            Delivery.id.in_([delivery_id for delivery_id, job_id in held if job_id in gone])
+            & Delivery.job_id.in_(list(gone))
+        ).execute()
 
 
 def _renew_queued(now: datetime) -> None:

@@ -175,3 +175,29 @@ def test_a_replay_of_one_tenant_delays_only_that_tenant(
     assert len(in_flight(tenant=tenant.id)) == 2
     assert len(in_flight(tenant=other_tenant.id)) == 1
     assert queues["webhooks"].count == 3
+
+
+def test_a_delivery_whose_job_redis_lost_is_sent_again_without_waiting_for_its_lease(
+    app, tenant, queues, redis_client
+):
+    """Redis restarted empty: the sweep finds the job of a delivery in flight gone and
+    dispatches it again at once, rather than once its lease runs out."""
+    register(tenant)
+    emit(tenant)
+    [delivery] = in_flight()
+    assert deliveries.sweep() == 0  # its job is there: nothing to do
+    # Dispatched a few seconds ago, then Redis lost everything.
+    lease = utcnow() + timedelta(seconds=app.config["WEBHOOK_LEASE_SECONDS"] - 3)
+    Delivery.update(lease_until=lease).execute()
+    redis_client.flushdb()
+    assert deliveries.sweep() == 1
+    [again] = in_flight()
+    assert again.job_id != delivery.job_id and queues["webhooks"].job_ids == [again.job_id]
+
+
+def test_a_delivery_just_dispatched_is_not_taken_for_lost(app, tenant, queues, redis_client):
+    """A job is enqueued just after its dispatch commits: a sweep in between leaves it."""
+    register(tenant)
+    emit(tenant)
+    redis_client.flushdb()  # as if the enqueue had not happened yet
+    assert deliveries.sweep() == 0
