@@ -147,8 +147,18 @@ def new_job_id() -> str:
 
 
 def defer_dispatch(tenant_id: str) -> None:
-    """Dispatch the tenant's due deliveries once the current transaction commits."""
-    database.after_commit(lambda: dispatch(tenant_id=tenant_id))
+    """Dispatch the tenant's due deliveries once the current transaction commits.
+
+    The change that made them is committed by then: a dispatch that fails (the database
+    went away a moment) is logged and left to the sweeper, never the caller's error."""
+
+    def dispatch_committed() -> None:
+        try:
+            dispatch(tenant_id=tenant_id)
+        except Exception:
+            log.exception("could not dispatch the deliveries of %s; the sweeper will", tenant_id)
+
+    database.after_commit(dispatch_committed)
 
 
 def tenant_places(lane: str) -> int:

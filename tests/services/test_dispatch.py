@@ -201,3 +201,23 @@ def test_a_delivery_just_dispatched_is_not_taken_for_lost(app, tenant, queues, r
     emit(tenant)
     redis_client.flushdb()  # as if the enqueue had not happened yet
     assert deliveries.sweep() == 0
+
+
+def test_a_dispatch_that_fails_after_the_commit_leaves_the_delivery_to_the_sweeper(
+    app, client, headers, tenant, queues, monkeypatch
+):
+    """The change is committed before its dispatch runs: a dispatch that fails then is no
+    error of the request (no 500), and the delivery waits in the database for the sweeper."""
+
+    def fail(tenant_id):
+        raise RuntimeError("the database went away")
+
+    webhook = register(tenant)
+    monkeypatch.setattr(deliveries, "_dispatch_tenant", fail)
+    response = client.post(f"/api/v1/webhooks/{webhook.id}/test", headers=headers)
+    assert response.status_code == 202
+    assert in_flight() == [] and len(waiting_in_database()) == 1
+    monkeypatch.undo()
+    assert deliveries.sweep() == 1
+    [delivery] = in_flight()
+    assert queues["webhooks"].job_ids == [delivery.job_id]
