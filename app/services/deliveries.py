@@ -685,6 +685,10 @@ def retry(*, tenant: Tenant | None, actor: Actor, delivery_id: str) -> Delivery:
         delivery.next_attempt_at = now
         delivery.completed_at = None
         delivery.updated_at = now
+        if delivery.lease_until is None or delivery.lease_until < now:
+            # Not in flight: a job it names (one that died, or a row from before dispatch)
+            # sends nothing now; the dispatcher gives it a job of its own when a place frees.
+            delivery.job_id = None
         delivery.save()
         audit.write(
             actor,
