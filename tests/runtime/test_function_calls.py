@@ -422,7 +422,7 @@ def test_a_late_job_sends_nothing_and_records_a_timeout(
 
 
 def test_a_call_beyond_the_tenants_share_of_workers_is_busy_at_once(
-    app, client, headers, runtime_headers, agent_id, call_id, other_tenant, other_headers
+    app, client, headers, runtime_headers, agent_id, open_call, other_tenant, other_headers
 ):
     """A tenant whose calls hold its share of the function workers (one of two here) gets
     function_busy at once, recorded like any outcome, without its endpoint being called;
@@ -435,6 +435,7 @@ def test_a_call_beyond_the_tenants_share_of_workers_is_busy_at_once(
     app.config.update(FUNCTION_WORKERS=2, FUNCTION_TENANT_SHARE=0.5)
     with Receiver(slow_or_quick) as endpoint:
         define(client, headers, agent_id, endpoint.url + "/slow", timeout_ms=1500)
+        call_id = open_call()
         other_agent = client.post(
             "/api/v1/agents", json={"name": "B", "systemPrompt": "Hi."}, headers=other_headers
         ).json["id"]
