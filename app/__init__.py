@@ -46,12 +46,12 @@ def finish_config(config: dict[str, Any]) -> None:
         raise RuntimeError("QUEUE_MODE must be rq or inline.")
     if config["QUEUE_MODE"] == "rq" and not config.get("REDIS_URL"):
         raise RuntimeError("QUEUE_MODE=rq needs REDIS_URL.")
-    longest_attempt = config["WEBHOOK_CONNECT_TIMEOUT"] + config["WEBHOOK_TIMEOUT"]
-    if config["WEBHOOK_LEASE_SECONDS"] <= longest_attempt:
-        # Else another job could take a delivery over while its attempt is still running.
+    if config["WEBHOOK_LEASE_SECONDS"] < config["WEBHOOK_TIMEOUT"] + 2:
+        # A delivery's job must end (RQ stops it a second before the lease ends) before
+        # another may take the delivery over, and an attempt needs time to be written.
         raise RuntimeError(
-            "WEBHOOK_LEASE_SECONDS must be longer than an attempt can take "
-            f"(WEBHOOK_CONNECT_TIMEOUT + WEBHOOK_TIMEOUT = {longest_attempt:g} s)."
+            "WEBHOOK_LEASE_SECONDS must be at least WEBHOOK_TIMEOUT + 2 seconds "
+            f"({config['WEBHOOK_TIMEOUT']:g} + 2 s)."
         )
 
 

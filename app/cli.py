@@ -475,6 +475,14 @@ def json_object(value: str, option: str) -> dict[str, Any]:
 )
 @click.option("--function", "function_name", default=None, help="A function for the AI to call.")
 @click.option("--params", default="{}", show_default=True, help="Its parameters, as JSON.")
+@click.option(
+    "--version",
+    "agent_version",
+    type=click.IntRange(1, MAX_INT32),
+    default=None,
+    help="Answer with this version of the number's agent (default: the number's pinned "
+    "version, else the agent's latest).",
+)
 @user_errors
 def calls_simulate(
     did: str,
@@ -485,6 +493,7 @@ def calls_simulate(
     variables: str,
     function_name: str | None,
     params: str,
+    agent_version: int | None,
 ) -> None:
     """Run a whole call (start, answer, function call, transcript, end) as the runtime would."""
     parameters = json_object(params, "--params")
@@ -493,9 +502,14 @@ def calls_simulate(
     except ValidationError as exc:
         raise click.BadParameter(json.dumps(exc.messages), param_hint="--variables") from None
     since = utcnow()
-    started = call_service.start_call(did=did, caller_number=caller, variables=values)
+    started = call_service.start_call(
+        did=did, caller_number=caller, variables=values, agent_version=agent_version
+    )
     call = started.call
-    click.echo(f"Call {call.id} from {caller} to {did}: agent {call.agent_id}")
+    click.echo(
+        f"Call {call.id} from {caller} to {did}: agent {call.agent_id}, version "
+        f"{call.agent_version}"
+    )
     missing = started.session["missing_variables"]
     if missing:
         click.echo(f"Placeholders without a value (left as written): {', '.join(missing)}")
@@ -572,7 +586,15 @@ def deliveries_retry(delivery_id: str) -> None:
     # The attempt is enqueued (or made, inline) once the retry commits.
     delivery = delivery_service.retry(tenant=None, actor=CLI, delivery_id=delivery_id)
     if not queue.inline():  # a worker makes the attempt
-        if not (delivery.job_id and queue.known(delivery.job_id)):
+        delivery = delivery_service.get_delivery(tenant=None, delivery_id=delivery.id)
+        if delivery.job_id is None:  # the tenant's places are taken: it waits its turn
+            click.echo(
+                f"{delivery.id} is due now and waits for a place: its webhook or tenant has "
+                "as many deliveries in flight as it may. worker.py webhooks sends it when one "
+                "frees, and flask deliveries list shows the outcome."
+            )
+            return
+        if not queue.known(delivery.job_id):
             raise click.ClickException(
                 f"Could not queue {delivery.id}: Redis does not answer. It is due now, and the "
                 "sweeper of worker.py webhooks sends it once Redis answers."

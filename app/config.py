@@ -44,9 +44,10 @@ METRICS_TOKEN = None
 LOG_FORMAT = "json"
 LOG_LEVEL = "INFO"
 
-# Webhook delivery: seconds to connect and to receive the answer (a 2xx within this is a
-# success), and how long a job holds a delivery before another may take it over (more than
-# an attempt can take).
+# Webhook delivery: seconds to connect, and seconds for the whole attempt, connecting,
+# headers and body included, on the wall clock however slowly the receiver sends (a 2xx
+# within this is a success); and how long a job holds a delivery before another may take it
+# over (at least WEBHOOK_TIMEOUT + 2: RQ stops the job a second before its lease ends).
 WEBHOOK_CONNECT_TIMEOUT = 3.0
 WEBHOOK_TIMEOUT = 10.0
 WEBHOOK_LEASE_SECONDS = 20
@@ -66,6 +67,21 @@ SWEEP_INTERVAL = 5.0
 FUNCTION_WORKERS = 8
 FUNCTION_TEST_WORKERS = 2
 WEBHOOK_WORKERS = 4
+
+# A tenant's live function calls take at most this share of FUNCTION_WORKERS at once (at least
+# one); a call beyond it is answered function_busy at once rather than waiting behind the
+# tenant's own slow endpoints, so other tenants' calls always find a worker. Function calls
+# mostly wait on the network: raise FUNCTION_WORKERS for tenants with many calls at once.
+FUNCTION_TENANT_SHARE = 0.5
+
+# Fair delivery. A webhook has at most WEBHOOK_IN_FLIGHT_PER_WEBHOOK attempts in flight, and a
+# tenant at most WEBHOOK_TENANT_SHARE of a lane's workers (at least one): the rest of its
+# deliveries wait in the database and go as places free. A webhook whose attempt timed out is
+# sent in the slow lane (the webhooks_slow queue, served by WEBHOOK_SLOW_WORKERS workers of
+# worker.py) until it answers in time again, so slow receivers never hold the others' workers.
+WEBHOOK_IN_FLIGHT_PER_WEBHOOK = 2
+WEBHOOK_TENANT_SHARE = 0.5
+WEBHOOK_SLOW_WORKERS = 2
 
 # A worker serving only the webhooks queue lowers its CPU priority by this much (nice), so on
 # a busy machine the web processes and the functions worker, on which a caller waits, run

@@ -10,10 +10,11 @@ from app.db import database
 from app.services import calls, deliveries, function_calls
 
 
-def deliver_webhook(delivery_id: str) -> str | None:
-    """Attempt one webhook delivery if it is due and no other job holds it; its status after."""
+def deliver_webhook(delivery_id: str, job_id: str | None = None) -> str | None:
+    """Attempt one webhook delivery if it is due and was dispatched to this job (job_id); its
+    status after."""
     with database.connection_context():
-        return deliveries.deliver(delivery_id=delivery_id)
+        return deliveries.deliver(delivery_id=delivery_id, job_id=job_id)
 
 
 def invoke_function(invocation: dict[str, Any]) -> dict[str, Any]:
@@ -30,8 +31,8 @@ def run_function_test(invocation: dict[str, Any]) -> dict[str, Any]:
 
 
 def sweep() -> int:
-    """The periodic upkeep: enqueue every due delivery that no job holds (how many were
-    enqueued), and release the credit holds of calls that never ended.
+    """The periodic upkeep: dispatch every due delivery that no job holds (how many were
+    dispatched), and release the credit holds of calls that never ended.
 
     Deliveries first, so a failure of the other (it is raised) never keeps them waiting.
     """

@@ -105,9 +105,45 @@ class Agent(BaseModel):
     created_at = pw.DateTimeField(default=utcnow)
     updated_at = pw.DateTimeField(default=utcnow)
     deleted_at = pw.DateTimeField(null=True)
+    # The latest of its versions (AgentVersion), whose snapshot is what the fields above and
+    # its live functions hold now; the database has the default too (migration 017).
+    version = pw.IntegerField(default=1, constraints=[pw.SQL("DEFAULT 1")])
 
     class Meta:
         indexes = ((("tenant", "deleted_at", "created_at"), False),)
+
+
+class AgentVersion(BaseModel):
+    """An immutable snapshot of what a call uses of an agent (app.services.versions): its
+    call-facing fields and its functions' definitions, never a secret."""
+
+    agent = pw.ForeignKeyField(Agent, backref="versions", on_delete="CASCADE")
+    version = pw.IntegerField()  # 1, 2, 3, … per agent
+    name = pw.CharField(max_length=100)
+    system_prompt = pw.TextField()
+    voice_id = pw.CharField(max_length=16)
+    greeting_text = pw.TextField()
+    language = pw.CharField(max_length=16)
+    max_call_duration_minutes = pw.IntegerField()
+    tools_enabled = JSONField()
+    escalation_number = pw.CharField(max_length=16, null=True)
+    # [{id, name, description, endpoint, method, parameters, timeout_ms}] by name: the id is
+    # the Function row whose signing secret signs this version's calls of it.
+    functions = JSONField()
+    changes = JSONField()  # the API names of what differs from the version before
+    actor_type = pw.CharField(max_length=8)  # as an AuditEntry's
+    actor_id = pw.CharField(max_length=32, null=True)
+    actor_label = pw.CharField(max_length=255)
+    created_at = pw.DateTimeField(default=utcnow)
+
+    @property
+    def actor(self) -> dict[str, str | None]:
+        """Who made it, as the API shows it."""
+        return {"type": self.actor_type, "id": self.actor_id, "label": self.actor_label}
+
+    class Meta:
+        # The key is the read path: one version, or an agent's newest first.
+        primary_key = pw.CompositeKey("agent", "version")
 
 
 class PhoneNumber(BaseModel):
@@ -117,6 +153,8 @@ class PhoneNumber(BaseModel):
     label = pw.CharField(max_length=100, default="")
     is_active = pw.BooleanField(default=True)
     agent = pw.ForeignKeyField(Agent, null=True, backref="phone_numbers", on_delete="SET NULL")
+    # The agent's version its calls are answered with; None: the agent's latest.
+    agent_version = pw.IntegerField(null=True)
     created_at = pw.DateTimeField(default=utcnow)
     updated_at = pw.DateTimeField(default=utcnow)
 
@@ -165,6 +203,9 @@ class Call(BaseModel):
     # against these in the UPDATE that takes the next turns' seqs.
     turns_count = pw.IntegerField(default=0, constraints=[pw.SQL("DEFAULT 0")])
     turns_bytes = pw.IntegerField(default=0, constraints=[pw.SQL("DEFAULT 0")])
+    # The agent's version the call was answered with (None: calls from before versions, and
+    # those no agent could take).
+    agent_version = pw.IntegerField(null=True)
 
     @property
     def cost_breakdown(self) -> dict[str, int | None] | None:
@@ -188,6 +229,7 @@ class Call(BaseModel):
             (("tenant", "phone_number", "started_at", "id"), False),
             (("tenant", "direction", "started_at", "id"), False),
             (("tenant", "caller_number", "started_at", "id"), False),
+            (("tenant", "agent", "agent_version", "started_at", "id"), False),
         )
 
 
@@ -281,6 +323,11 @@ class Webhook(RotatedSecret, BaseModel):
     # Failed attempts since the last success; the database has the default too, for rows
     # written by code from before it (migration 012).
     consecutive_failures = pw.IntegerField(default=0, constraints=[pw.SQL("DEFAULT 0")])
+    # The queue its deliveries go to: "webhooks", or "webhooks_slow" from an attempt that
+    # timed out until one is answered in time (migration 016).
+    lane = pw.CharField(
+        max_length=16, default="webhooks", constraints=[pw.SQL("DEFAULT 'webhooks'")]
+    )
     created_at = pw.DateTimeField(default=utcnow)
     updated_at = pw.DateTimeField(default=utcnow)
 
@@ -296,8 +343,11 @@ class Delivery(BaseModel):
     status = pw.CharField(max_length=16, default="pending")  # pending | succeeded | failed
     attempts = pw.IntegerField(default=0)
     next_attempt_at = pw.DateTimeField(null=True, default=utcnow)
-    lease_until = pw.DateTimeField(null=True)  # a job holds the delivery until then
+    # In flight (sent to a queue, or being attempted) until then: it counts against its
+    # webhook's and tenant's places, and no other job may take it.
+    lease_until = pw.DateTimeField(null=True)
     job_id = pw.CharField(max_length=40, null=True)  # the RQ job that is to send it next
+    lane = pw.CharField(max_length=16, null=True)  # the queue it was last sent to
     last_status_code = pw.IntegerField(null=True)
     last_error = pw.TextField(null=True)
     created_at = pw.DateTimeField(default=utcnow)
@@ -311,6 +361,9 @@ class Delivery(BaseModel):
             (("webhook", "created_at"), False),
             # A webhook's pending deliveries (counted before a replay); its log by status.
             (("webhook", "status", "created_at"), False),
+            # The deliveries in flight (lease_until ahead), and a tenant's next ones to send.
+            (("status", "lease_until"), False),
+            (("tenant", "status", "next_attempt_at"), False),
         )
 
 
@@ -345,9 +398,14 @@ class Function(RotatedSecret, BaseModel):
     timeout_ms = pw.IntegerField(default=5000, constraints=[pw.SQL("DEFAULT 5000")])
     created_at = pw.DateTimeField(default=utcnow)
     updated_at = pw.DateTimeField(default=utcnow)
+    # A deleted function keeps its row (and its signing secret) while versions of its agent
+    # have it: calls answered with such a version still call it, and a restore brings it back.
+    deleted_at = pw.DateTimeField(null=True)
 
     class Meta:
-        indexes = ((("agent", "name"), True),)
+        # Unique among the live functions (deleted_at IS NULL): a partial index of migration
+        # 017, which a model's index list cannot state.
+        indexes = ((("agent", "name"), False),)
 
 
 class FunctionInvocation(BaseModel):
@@ -429,6 +487,7 @@ ALL_MODELS = [
     User,
     UserSession,
     Agent,
+    AgentVersion,
     PhoneNumber,
     Call,
     CallTurn,

@@ -4,7 +4,8 @@ Webhook deliveries and function calls both go through send(). The guard works wh
 requests picks the connection for a request: the host is resolved, every address is vetted,
 and the request goes to a vetted address, so a DNS answer that changes between a check and
 the connect cannot reach an internal host. TLS still verifies the certificate and sends SNI
-for the host name.
+for the host name. Every request ends by a wall-clock deadline (Deadline), however slowly
+the receiver sends its bytes.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import hashlib
 import hmac
 import ipaddress
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -24,7 +26,8 @@ from urllib.parse import urlsplit
 import idna
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3 import Timeout
+from urllib3 import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.connection import HTTPConnection, HTTPSConnection
 
 MAX_URL_LENGTH = 2048
 MAX_RESPONSE_BYTES = 64 * 1024
@@ -288,6 +291,95 @@ def check_url(url: str, *, allow_private: bool) -> None:
         AddressGuard().vet(host, [host])
 
 
+class Deadline:
+    """A wall-clock limit on one request, enforced on the clock rather than per socket read.
+
+    A socket timeout bounds each read, not the answer: a receiver that sends a byte just
+    before each read times out would hold the request for as long as it likes. So a timer
+    shuts the socket of the connection in use once the time is up (as urllib3's own
+    HTTPResponse.shutdown does to interrupt a read from another thread); the blocked read then
+    ends at once, whether it waits for the TLS handshake, the headers or the body.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.at = time.monotonic() + seconds
+        self.expired = False
+        self.lock = threading.Lock()
+        self.connection: HTTPConnection | None = None
+        self.timer = threading.Timer(max(seconds, 0.0), self.expire)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def remaining(self) -> float:
+        return self.at - time.monotonic()
+
+    def watch(self, connection: HTTPConnection) -> None:
+        """The request now goes over this connection: it is the one cut off at the deadline."""
+        with self.lock:
+            if self.expired:
+                raise OutboundTimeout("The receiver did not answer in time.")
+            self.connection = connection
+
+    def expire(self) -> None:
+        with self.lock:
+            self.expired = True
+            sock = self.connection.sock if self.connection is not None else None
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # closed meanwhile: nothing left to interrupt
+
+    def close(self) -> None:
+        """The request is over: the timer must not touch the connection any more (it may
+        serve another request from the pool)."""
+        self.timer.cancel()
+        with self.lock:
+            self.connection = None
+
+
+_current = threading.local()  # the Deadline of the request this thread is sending
+
+
+def _watch(connection: HTTPConnection) -> None:
+    deadline: Deadline | None = getattr(_current, "deadline", None)
+    if deadline is not None:
+        deadline.watch(connection)
+
+
+class DeadlineConnection(HTTPConnection):
+    """urllib3's connection, put under the sending thread's Deadline when it connects (before
+    a TLS handshake) and when it sends a request (a kept-alive connection too)."""
+
+    def connect(self) -> None:
+        _watch(self)
+        super().connect()
+
+    def request(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        _watch(self)
+        super().request(*args, **kwargs)
+
+
+class DeadlineHTTPSConnection(HTTPSConnection):
+    """DeadlineConnection over TLS."""
+
+    def connect(self) -> None:
+        _watch(self)
+        super().connect()
+
+    def request(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        _watch(self)
+        super().request(*args, **kwargs)
+
+
+class DeadlinePool(HTTPConnectionPool):
+    ConnectionCls = DeadlineConnection
+
+
+class DeadlineHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = DeadlineHTTPSConnection
+
+
 class GuardedAdapter(HTTPAdapter):
     """A requests adapter that sends each request to an address the guard vetted.
 
@@ -301,6 +393,11 @@ class GuardedAdapter(HTTPAdapter):
     def __init__(self, guard: AddressGuard) -> None:
         self.guard = guard
         super().__init__(max_retries=0, pool_maxsize=20)
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        """Pools of connections that keep to the sending thread's Deadline."""
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": DeadlinePool, "https": DeadlineHTTPSPool}
 
     def build_connection_pool_key_attributes(
         self, request: requests.PreparedRequest, verify: Any, cert: Any = None
@@ -400,19 +497,17 @@ class Sender:
         body: bytes | None = None,
         headers: dict[str, str] | None = None,
         params: dict[str, str] | None = None,
-        total: float | None = None,
     ) -> Response:
         """Send one request; any HTTP status is a Response, anything else an OutboundError.
 
-        The read timeout also bounds the whole answer: a receiver that trickles bytes is cut
-        off once it has taken that long. `total`, when given, bounds everything: connecting,
-        waiting and reading.
+        timeout: (seconds to connect, seconds for the whole exchange), both on the wall
+        clock: connecting, sending, and receiving the headers and the body all end within
+        the second however slowly the receiver sends its bytes (Deadline).
         """
         check_url(url, allow_private=self.allow_private)
         started = time.monotonic()
-        deadline = started + (total if total is not None else timeout[0] + timeout[1])
-        # With a total, urllib3 shortens the read timeout by the time connecting took.
-        limits = Timeout(connect=timeout[0], read=timeout[1], total=total) if total else timeout
+        connect, total = timeout
+        deadline = _current.deadline = Deadline(total)
         try:
             response = self.session.request(
                 method,
@@ -420,22 +515,31 @@ class Sender:
                 data=body,
                 headers=headers,
                 params=params,
-                timeout=limits,  # type: ignore[arg-type]  # requests takes urllib3's Timeout
+                # A socket timeout as long as the whole exchange: the Deadline cuts it shorter.
+                timeout=(min(connect, total), total),
                 allow_redirects=False,
                 stream=True,
             )
             try:
-                content, truncated = _read_capped(response, deadline)
+                content, truncated = _read_capped(response)
             finally:
                 response.close()
+            if deadline.expired:  # an answer cut short by the deadline is no answer
+                raise OutboundTimeout("The receiver took too long to send its answer.")
         except OutboundError:
             raise
-        except requests.Timeout as exc:
-            raise OutboundTimeout(_describe(exc, "The receiver did not answer in time.")) from exc
         except (requests.RequestException, OSError) as exc:
+            if deadline.expired:  # the read the Deadline interrupted failed
+                raise OutboundTimeout("The receiver did not answer in time.") from exc
+            if isinstance(exc, requests.Timeout):
+                reason = _describe(exc, "The receiver did not answer in time.")
+                raise OutboundTimeout(reason) from exc
             if "timed out" in str(exc).lower():
                 raise OutboundTimeout("The receiver did not answer in time.") from exc
             raise OutboundConnectionError(_describe(exc, "The receiver is unreachable.")) from exc
+        finally:
+            deadline.close()
+            _current.deadline = None
         return Response(
             status_code=response.status_code,
             headers=dict(response.headers),
@@ -445,7 +549,7 @@ class Sender:
         )
 
 
-def _read_capped(response: requests.Response, deadline: float) -> tuple[bytes, bool]:
+def _read_capped(response: requests.Response) -> tuple[bytes, bool]:
     chunks: list[bytes] = []
     size = 0
     for chunk in response.iter_content(chunk_size=8192):
@@ -453,8 +557,6 @@ def _read_capped(response: requests.Response, deadline: float) -> tuple[bytes, b
         size += len(chunk)
         if size >= MAX_RESPONSE_BYTES:
             return b"".join(chunks)[:MAX_RESPONSE_BYTES], True
-        if time.monotonic() > deadline:
-            raise OutboundTimeout("The receiver took too long to send its answer.")
     return b"".join(chunks), False
 
 

@@ -5,10 +5,11 @@ enqueues it once that transaction commits (peewee's after_commit), so a job neve
 uncommitted rows and a rolled-back change sends nothing. The database row stays the truth;
 a lost enqueue is picked up again by the delivery sweeper.
 
-Three RQ queues: `functions` (a caller waits on the line for each job's return value),
+Four RQ queues: `functions` (a caller waits on the line for each job's return value),
 `function_tests` (the same for function tests, served apart so that they never hold up a
-call) and `webhooks`. Inline mode (no Redis) runs the same job functions in the process that
-enqueues them: a webhooks job enqueued during an HTTP request goes to one background thread
+call), `webhooks` and `webhooks_slow` (the slow lane of deliveries). Inline mode (no Redis)
+runs the same job functions in the process that enqueues them: a delivery's job enqueued
+during an HTTP request goes to one background thread
 of the web process, so the response never waits on a slow receiver, and that thread also
 sweeps, which is how retries happen; anything else runs at once in the calling thread.
 
@@ -21,6 +22,7 @@ import logging
 import queue as stdlib_queue
 import threading
 import time
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -38,15 +40,107 @@ log = logging.getLogger(__name__)
 # How RQ keeps each queue's jobs. A function call's (or test's) job is dropped when no worker
 # took it within `ttl` (its caller gave up long before) and its result is read once, at once;
 # a delivery's job is kept only briefly (the delivery row is the record: RQ deleting a
-# finished job at once costs it more than letting it expire).
+# finished job at once costs it more than letting it expire). A delivery's job timeout comes
+# from its lease (webhook_job_timeout).
 JOB_OPTIONS: dict[str, dict[str, Any]] = {
     "functions": {"timeout": 30, "ttl": 30, "result_ttl": 60, "failure_ttl": 600},
     "function_tests": {"timeout": 30, "ttl": 30, "result_ttl": 60, "failure_ttl": 600},
-    "webhooks": {"timeout": 120, "result_ttl": 10, "failure_ttl": 24 * 3600},
+    "webhooks": {"result_ttl": 10, "failure_ttl": 24 * 3600},
+    "webhooks_slow": {"result_ttl": 10, "failure_ttl": 24 * 3600},
 }
+WEBHOOK_QUEUES = ("webhooks", "webhooks_slow")  # the fast lane and the slow one
 RESULT_POLL_S = 0.005
 ENQUEUE_BATCH = 1000  # jobs per Redis pipeline in enqueue_many
 SWEEP = "app.jobs.sweep"
+
+
+def webhook_job_timeout(config: Mapping[str, Any]) -> int:
+    """Whole seconds RQ lets a delivery's job run: less than the lease the job holds its
+    delivery by, so a job stopped by RQ has let go before another may take the delivery over,
+    and a delivery is never sent twice at once."""
+    return int(config["WEBHOOK_LEASE_SECONDS"]) - 1
+
+
+def job_options(queue_name: str) -> dict[str, Any]:
+    """The RQ options of a queue's jobs."""
+    options = JOB_OPTIONS[queue_name]
+    if "timeout" not in options:
+        options = {**options, "timeout": webhook_job_timeout(current_app.config)}
+    return options
+
+
+# Takes one of ARGV[1] places under KEYS[1] for the member ARGV[3], held for ARGV[2] seconds
+# at most: places whose time is up are dropped first (a holder that died frees its place by
+# itself), and the clock is Redis's own, the same for every host. 1 when taken, 0 when all
+# are held: one round trip.
+TAKE_PLACE_SCRIPT = """
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1000000
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], t + tonumber(ARGV[2]), ARGV[3])
+redis.call('EXPIRE', KEYS[1], 60)
+return 1
+"""
+PLACE_KEY = "voiceagent:places:"
+
+
+def take_place(group: str, member: str, *, places: int, seconds: float) -> bool:
+    """Take one of `places` in group for member, for `seconds` at most; False when all are
+    held. Every process shares them through Redis (inline mode: this process's own). When
+    Redis does not answer, True: the job's enqueue then fails, and says so, as before."""
+    if inline():
+        return _local_places.take(group, member, places=places, seconds=seconds)
+    client = redis_connection()
+    script = current_app.extensions.get("take_place_script")
+    if script is None:
+        script = current_app.extensions["take_place_script"] = client.register_script(
+            TAKE_PLACE_SCRIPT
+        )
+    try:
+        return bool(script(keys=[PLACE_KEY + group], args=[places, seconds, member]))
+    except RedisError as exc:
+        log.warning("could not count the places of %s (%s)", group, exc)
+        return True
+
+
+def give_back_place(group: str, member: str) -> None:
+    """Free member's place in group (its time running out frees it too)."""
+    if inline():
+        _local_places.give_back(group, member)
+        return
+    try:
+        redis_connection().zrem(PLACE_KEY + group, member)
+    except RedisError as exc:
+        log.warning("could not free a place of %s (%s); it frees itself", group, exc)
+
+
+class LocalPlaces:
+    """take_place's places in one process (inline mode), with the same rules."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.held: dict[str, dict[str, float]] = {}
+
+    def take(self, group: str, member: str, *, places: int, seconds: float) -> bool:
+        now = time.monotonic()
+        with self.lock:
+            held = {m: until for m, until in self.held.get(group, {}).items() if until > now}
+            if len(held) >= places:
+                self.held[group] = held
+                return False
+            held[member] = now + seconds
+            self.held[group] = held
+            return True
+
+    def give_back(self, group: str, member: str) -> None:
+        with self.lock:
+            self.held.get(group, {}).pop(member, None)
+
+
+_local_places = LocalPlaces()
 
 
 def redis_connection(*, blocking: bool = False) -> Redis:
@@ -82,13 +176,13 @@ def enqueue(queue_name: str, func: str, *args: Any, job_id: str | None = None) -
     if inline():
         # The web process's background thread, started by the request (init_app).
         background = current_app.extensions.get("inline_worker") if has_request_context() else None
-        if queue_name == "webhooks" and background is not None:
+        if queue_name in WEBHOOK_QUEUES and background is not None:
             background.submit(func, args)
         else:
             run_inline(func, *args)
         return True
     try:
-        rq_queue(queue_name).enqueue_call(func, args, job_id=job_id, **JOB_OPTIONS[queue_name])
+        rq_queue(queue_name).enqueue_call(func, args, job_id=job_id, **job_options(queue_name))
     except RedisError as exc:
         log.warning("could not enqueue %s on %s (%s)", func, queue_name, exc)
         return False
@@ -110,7 +204,7 @@ def enqueue_many(queue_name: str, func: str, calls: list[tuple[Any, str]]) -> bo
             enqueue(queue_name, func, *args, job_id=job_id)
         return True
     rq = rq_queue(queue_name)
-    options = JOB_OPTIONS[queue_name]
+    options = job_options(queue_name)
     try:
         for start in range(0, len(calls), ENQUEUE_BATCH):
             rq.enqueue_many(
@@ -142,6 +236,22 @@ def waiting(queue_name: str) -> set[str] | None:
         return None
 
 
+def lost(job_ids: list[str]) -> set[str] | None:
+    """Those of job_ids that RQ does not hold at all (Redis restarted empty, say), read in
+    one round trip; none in inline mode, None when Redis does not answer."""
+    if inline() or not job_ids:
+        return set()
+    try:
+        pipeline = redis_connection().pipeline(transaction=False)
+        for job_id in job_ids:
+            pipeline.exists(Job.key_for(job_id))
+        found = pipeline.execute()
+    except RedisError as exc:
+        log.warning("could not look for jobs (%s); trying again later", exc)
+        return None
+    return {job_id for job_id, exists in zip(job_ids, found, strict=True) if not exists}
+
+
 def known(job_id: str) -> bool:
     """Whether RQ holds the job (waiting, running, or finished a moment ago); False when Redis
     does not answer."""
@@ -159,7 +269,7 @@ def call(queue_name: str, func: str, *args: Any, timeout: float) -> Any:
     deadline = time.monotonic() + timeout
     try:
         job = rq_queue(queue_name, blocking=True).enqueue_call(
-            func, args, **JOB_OPTIONS[queue_name]
+            func, args, **job_options(queue_name)
         )
         # RQ's blocking wait takes whole seconds; what is left after it is polled.
         result = job.latest_result(timeout=int(timeout)) if timeout >= 1 else None

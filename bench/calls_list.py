@@ -9,12 +9,13 @@ The CPU columns time the same requests with the thread's CPU clock, which leaves
 time other processes of the machine held the core (not what a hypervisor takes, nor slower
 caches): a CPU ratio near 1 beside a high wall ratio means noise, not scaling.
 
-Both tenants have the same shape (calls spread evenly over 4 agents, 3 of 5 ended, one call
-in 100 with a conversation of 20 turns: 10,000 conversations and 200,000 turns beside the
-1,000,000 calls), and the detail and transcript cases read a call with its 20 turns. A
-filtered total is counted only up to COUNT_LIMIT (10,000) rows: at 10,000 calls every filter
-matches fewer (agentId 2,500: counted in full), at 1,000,000 the count stops at 10,000 (an
-index range scan of that many entries). That bounded scan is the one cost that differs.
+Both tenants have the same shape (calls spread evenly over 4 agents and 2 versions of each,
+3 of 5 ended, one call in 100 with a conversation of 20 turns: 10,000 conversations and
+200,000 turns beside the 1,000,000 calls), and the detail and transcript cases read a call
+with its 20 turns. A filtered total is counted only up to COUNT_LIMIT (10,000) rows: at
+10,000 calls every filter matches fewer (agentId 2,500: counted in full), at 1,000,000 the
+count stops at 10,000 (an index range scan of that many entries). That bounded scan is the
+one cost that differs.
 
 Usage: python bench/calls_list.py [SMALL] [LARGE]   (default 10,000 and 1,000,000)
 """
@@ -52,6 +53,9 @@ def main() -> None:
         "newest page": lambda seeded, count: "/api/v1/calls?limit=50",
         "status=ended": lambda seeded, count: "/api/v1/calls?limit=50&status=ended",
         "agentId=…": lambda seeded, count: f"/api/v1/calls?limit=50&agentId={seeded.agent_ids[0]}",
+        "agentId=…&agentVersion=2": lambda seeded, count: (
+            f"/api/v1/calls?limit=50&agentId={seeded.agent_ids[0]}&agentVersion=2"
+        ),
         "offset=5000": lambda seeded, count: "/api/v1/calls?limit=50&offset=5000",
         "call detail": lambda seeded, count: f"/api/v1/calls/{seeded.call_with_turns(count)}",
         "transcript (20 turns)": lambda seeded, count: (

@@ -21,12 +21,12 @@ SPACING_S = 30  # between two calls' startedAt
 
 # {rows} numbers the calls 0..N-1 as n; {mod} is the modulo operator as the driver wants it.
 CALLS_SQL = """
-INSERT INTO call (id, tenant_id, phone_number_id, agent_id, caller_number, callee_number,
-                  direction, status, started_at, metadata, function_calls_count,
-                  reserved_minutes, updated_at)
+INSERT INTO call (id, tenant_id, phone_number_id, agent_id, agent_version, caller_number,
+                  callee_number, direction, status, started_at, metadata,
+                  function_calls_count, reserved_minutes, updated_at)
 {rows}
 SELECT {id_expr}, ?, ?,
-       CASE n {mod} {agents} {agent_cases} END,
+       CASE n {mod} {agents} {agent_cases} END, (n / {agents}) {mod} 2 + 1,
        '+628123456789', ?, 'inbound',
        CASE n {mod} 5 WHEN 3 THEN 'dropped' WHEN 4 THEN 'failed' ELSE 'ended' END,
        {started_at}, '{{}}', 0, 0, {started_at}

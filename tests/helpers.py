@@ -49,6 +49,7 @@ EVENT_DATA = {
         "aiCostIdr": 1200,
         "recordingUrl": "https://recordings.example.com/call_1.wav",
         "costBreakdown": {"llm": 700, "stt": 200, "tts": 200, "telephony": 100, "other": 0},
+        "agentVersion": 3,
     },
     "call.transcript": {"callId": "call_1", "transcriptSummary": "Booked a check-up."},
     "credits.low": {"balanceMinutes": 3, "threshold": 10},

@@ -2,6 +2,7 @@
 
 import http.server
 import json
+import socket
 import sys
 import threading
 import time
@@ -15,6 +16,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: bytes
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
     def json(self):
         return json.loads(self.body)
@@ -105,3 +107,81 @@ class Receiver:
                     return list(self.requests)
             time.sleep(0.01)
         raise AssertionError(f"expected {count} requests, got {len(self.requests)}")
+
+
+class Trickler:
+    """A receiver that answers 200 at once with its headers, then sends its body one byte
+    every `interval` seconds (or, with trickle_head, its status line and headers too): a
+    hostile endpoint that holds whoever waits for the whole answer. Counts what it got."""
+
+    def __init__(self, *, length: int = 600, interval: float = 1.0, trickle_head: bool = False):
+        self.length, self.interval, self.trickle_head = length, interval, trickle_head
+        self.requests: list[Received] = []
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self.port = self.listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.accept, daemon=True)
+
+    def __enter__(self) -> "Trickler":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopping.set()
+        self.listener.close()
+
+    def accept(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(connection,), daemon=True).start()
+
+    def serve(self, connection: socket.socket) -> None:
+        with connection:
+            try:
+                request = self.read_request(connection)
+                if request is None:
+                    return
+                with self.lock:
+                    self.requests.append(request)
+                head = (
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {self.length}\r\n\r\n"
+                ).encode()
+                if not self.trickle_head:
+                    connection.sendall(head)
+                    head = b""
+                for byte in head + b" " * self.length:
+                    if self.stopping.wait(self.interval):
+                        return
+                    connection.sendall(bytes([byte]))
+            except OSError:
+                return  # the sender gave up: what the test wants
+
+    @staticmethod
+    def read_request(connection: socket.socket) -> Received | None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = connection.recv(65536)
+            if not chunk:
+                return None
+            data += chunk
+        head, body = data.split(b"\r\n\r\n", 1)
+        request_line, *lines = head.decode("latin-1").split("\r\n")
+        method, path, _ = request_line.split(" ", 2)
+        headers = dict(line.split(": ", 1) for line in lines)
+        length = int(next((v for k, v in headers.items() if k.lower() == "content-length"), 0))
+        while len(body) < length:
+            chunk = connection.recv(65536)
+            if not chunk:
+                return None
+            body += chunk
+        return Received(method, path, headers, body)
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.requests)

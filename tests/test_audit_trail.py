@@ -74,6 +74,7 @@ def world(tenant) -> World:
         "delivery_id": delivery.id,
         "key_id": key.id,
         "user_id": member.id,
+        "version": "1",  # the agent before its function: restoring it changes the agent
     }
     return World(ids=ids, member=member)
 
@@ -107,6 +108,9 @@ API = {
     ("DELETE", "/api/v1/agents/<agent_id>/functions/<name>"): Change("function.deleted"),
     ("POST", "/api/v1/agents/<agent_id>/functions/<name>/rotate-secret"): Change(
         "function.secret_rotated", {}
+    ),
+    ("POST", "/api/v1/agents/<agent_id>/versions/<int(max=2147483647):version>/restore"): Change(
+        "agent.restored"
     ),
     ("POST", "/api/v1/phone-numbers/<number_id>/assign-agent"): Change(
         "number.assigned", {"agentId": None}
@@ -166,6 +170,9 @@ DASHBOARD = {
     "/dashboard/agents/<agent_id>/functions/<name>/delete": Change("function.deleted"),
     "/dashboard/agents/<agent_id>/functions/<name>/rotate-secret": Change(
         "function.secret_rotated", {"overlapHours": "24"}
+    ),
+    "/dashboard/agents/<agent_id>/versions/<int(max=2147483647):version>/restore": Change(
+        "agent.restored"
     ),
     "/dashboard/phone-numbers/<number_id>/assign-agent": Change("number.assigned", {"agentId": ""}),
     "/dashboard/settings": Change("tenant.threshold_changed", {"minutes": "25"}),

@@ -114,6 +114,7 @@ WRITES = [
     ("POST", "/webhooks/{webhook}/replay", {"since": "2000-01-01T00:00:00Z"}),
     ("POST", "/webhooks/{webhook}/rotate-secret", {}),
     ("POST", "/agents/{agent}/functions/{fn}/rotate-secret", {}),
+    ("POST", "/agents/{agent}/versions/1/restore", None),
 ]
 
 
@@ -155,7 +156,8 @@ def test_read_key_is_refused_on_every_documented_write(client, read_headers):
     ]
     assert len(writes) == len(WRITES)
     for method, path in writes:
-        concrete = re.sub(r"\{[^}]+\}", "x", path)
+        # Any value fills an id; a version number must be one (else no route matches: 404).
+        concrete = re.sub(r"\{[^}]+\}", "x", path.replace("{version}", "1"))
         response = client.open(concrete, method=method.upper(), json={}, headers=read_headers)
         assert response.status_code == 403, (method, path)
         assert document["paths"][path][method]["responses"]["403"] == {

@@ -307,6 +307,32 @@ def test_calls_simulate_runs_a_function(runner, client, headers, tenant, agent_i
     assert endpoint.requests[0].json()["parameters"] == {"day": "monday"}
 
 
+def test_calls_simulate_answers_with_the_version_asked_for(runner, tenant, agent_id, did):
+    from app.services import agents as agent_service
+
+    agent_service.update_agent(
+        actor=ACTOR, tenant=tenant, agent_id=agent_id, system_prompt="Be brief."
+    )
+    result = runner.invoke(args=["calls", "simulate", "--did", did, "--version", "1"])
+    assert result.exit_code == 0, result.output
+    call = Call.get()
+    assert f"Call {call.id} from +6281234567890 to {did}: agent {agent_id}, version 1" in (
+        result.output
+    )
+    assert call.agent_version == 1
+    result = runner.invoke(args=["calls", "simulate", "--did", did])
+    assert f"agent {agent_id}, version 2" in result.output
+
+
+def test_calls_simulate_refuses_a_version_the_agent_lacks(runner, agent_id, did):
+    result = runner.invoke(args=["calls", "simulate", "--did", did, "--version", "5"])
+    assert result.exit_code == 1
+    assert result.output.strip() == f"Error: Agent {agent_id} has no version 5."
+    assert Call.select().count() == 0
+    result = runner.invoke(args=["calls", "simulate", "--did", did, "--version", "0"])
+    assert result.exit_code == 2 and "--version" in result.output
+
+
 def test_calls_simulate_rejects_bad_params(runner, did):
     result = runner.invoke(args=["calls", "simulate", "--did", did, "--params", "[1]"])
     assert result.exit_code == 2 and "JSON object" in result.output

@@ -126,6 +126,30 @@ def test_deliveries_retry_in_rq_mode_says_it_is_queued(
     assert Queue("webhooks", connection=redis_client).job_ids == [job_id]
 
 
+def test_deliveries_retry_in_rq_mode_when_the_tenant_has_no_place_says_it_waits(
+    app, runner, tenant, redis_url, redis_client
+):
+    """Its webhook has as many deliveries in flight as it may: the retried one waits in the
+    database for a place, whatever job it named before (here one long gone)."""
+    with Receiver(lambda request: Answer(500)) as receiver:
+        delivery = setup_failing_delivery(tenant, receiver)
+        Delivery.update(status="failed", job_id="job_gone").execute()
+        app.config.update(QUEUE_MODE="rq", REDIS_URL=redis_url)
+        with database.atomic():
+            for number in range(2):
+                events.emit(tenant_id=tenant.id, type="call.ended", data={"callId": f"c{number}"})
+    result = runner.invoke(args=["deliveries", "retry", delivery.id])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == (
+        f"{delivery.id} is due now and waits for a place: its webhook or tenant has as many "
+        "deliveries in flight as it may. worker.py webhooks sends it when one frees, and "
+        "flask deliveries list shows the outcome."
+    )
+    retried = Delivery.get_by_id(delivery.id)
+    assert (retried.status, retried.job_id, retried.lease_until) == ("pending", None, None)
+    assert len(Queue("webhooks", connection=redis_client).job_ids) == 2  # the other two
+
+
 def test_deliveries_retry_in_rq_mode_without_redis_says_it_is_not_queued(app, runner, tenant):
     with Receiver(lambda request: Answer(500)) as receiver:
         delivery = setup_failing_delivery(tenant, receiver)

@@ -19,6 +19,7 @@ tests/test_bad_input.py covers what differs (NUL characters).
 import json
 import re
 from collections import Counter
+from datetime import timedelta
 
 import pytest
 import schemathesis
@@ -40,9 +41,12 @@ from app.models import (
     IdempotencyKey,
     Webhook,
 )
+from app.resources.fields import MAX_INT32
 from app.resources.functions.schemas import NAME
 from app.resources.usage.schemas import UsageQueryArgsSchema
+from app.resources.versions.schemas import StatsQueryArgsSchema
 from app.resources.webhooks.schemas import ReplayRequestSchema
+from app.services import agents as agent_service
 from app.services import billing
 from app.services import calls as call_service
 from app.services import functions as function_service
@@ -60,6 +64,7 @@ pytestmark = pytest.mark.sqlite_only
 
 CASES_PER_OPERATION = 100
 DID = "+6221555077"
+ENDPOINT = "http://127.0.0.1:9/orders"  # a closed local port
 API_KEY = "dkl_" + "fuzz" * 10  # a fixed key, so the schemathesis config can name it
 
 
@@ -93,25 +98,39 @@ class World:
             (Agent.id == self.ids.get("agent_id")) & Agent.deleted_at.is_null()
         )
         if agent is None:
-            agent = Agent.create(id=new_id("agent"), tenant=tenant, name="Fuzz", system_prompt="x")
+            agent = agent_service.create_agent(
+                actor=ACTOR, tenant=tenant, name="Fuzz", system_prompt="x"
+            )
             self.ids["agent_id"] = agent.id
         number_service.assign_agent(
             actor=ACTOR, tenant=tenant, number_id=self.number.id, agent_id=agent.id
         )
-        if not Function.select().where(Function.agent == agent).exists():
+        self.ids["version"] = "1"  # every agent has its version 1
+        live = Function.select().where((Function.agent == agent) & Function.deleted_at.is_null())
+        if not live.exists():
             self.ids["name"] = function_service.create_function(
                 actor=ACTOR,
                 tenant=tenant,
                 agent_id=agent.id,
                 name="lookup_order",
                 description="Look up an order.",
-                endpoint="http://127.0.0.1:9/orders",
+                endpoint=ENDPOINT,
                 parameters={"type": "object", "properties": {}},
+                timeout_ms=MIN_TIMEOUT_MS,
             ).name
-        # A fuzzed PATCH may have lengthened it (or moved the endpoint).
-        Function.update(timeout_ms=MIN_TIMEOUT_MS, endpoint="http://127.0.0.1:9/orders").where(
-            Function.agent == agent
-        ).execute()
+        # A fuzzed PATCH may have lengthened one (or moved its endpoint): put it back through
+        # the service, so the agent's latest version, which the next call answers with, has
+        # it back too.
+        for function in live:
+            if (function.timeout_ms, function.endpoint) != (MIN_TIMEOUT_MS, ENDPOINT):
+                function_service.update_function(
+                    actor=ACTOR,
+                    tenant=tenant,
+                    agent_id=agent.id,
+                    name=function.name,
+                    timeout_ms=MIN_TIMEOUT_MS,
+                    endpoint=ENDPOINT,
+                )
         if not Webhook.select().where(Webhook.id == self.ids.get("webhook_id")).exists():
             self.ids["webhook_id"] = webhook_service.create_webhook(
                 actor=ACTOR,
@@ -202,6 +221,16 @@ schema = schemathesis.openapi.from_dict(
 schema.app = TARGET
 
 
+def allowed_in_a_path(value) -> bool:
+    """A path value the document allows: an id (any non-empty text) or a version number (an
+    int of the path's int converter). A negative case's value is kept, so it stays invalid."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return 0 <= value <= MAX_INT32
+    return isinstance(value, str) and value != ""
+
+
 @schema.hook
 def flatmap_path_parameters(context, path_parameters):
     """Half the cases name records that exist (read when the case is drawn)."""
@@ -209,7 +238,9 @@ def flatmap_path_parameters(context, path_parameters):
         return st.just(path_parameters)
     return st.booleans().map(
         lambda real: {
-            name: TARGET.world.ids[name] if real and name in TARGET.world.ids else value
+            name: TARGET.world.ids[name]
+            if real and name in TARGET.world.ids and allowed_in_a_path(value)
+            else value
             for name, value in path_parameters.items()
         }
     )
@@ -345,6 +376,37 @@ def names_no_valid_host(case) -> bool:
     )
 
 
+def pins_no_agent(case) -> bool:
+    """An assignment of no agent with a version to pin: a rule between two fields, stated in
+    words (a number without an agent is pinned to no version)."""
+    body = case.body if case.operation.path.endswith("/assign-agent") else None
+    return (
+        isinstance(body, dict)
+        and body.get("agentId") is None
+        and body.get("agentVersion") is not None
+    )
+
+
+def lists_a_version_of_no_agent(case) -> bool:
+    """A call list by agentVersion without agentId: a rule between two parameters, stated in
+    words."""
+    query = case.query if case.operation.path == "/api/v1/calls" else None
+    return isinstance(query, dict) and "agentVersion" in query and "agentId" not in query
+
+
+def counts_an_empty_range(case) -> bool:
+    """Stats whose to is not after its from (30 days ago when left out): a rule between two
+    parameters (and the clock), stated in words."""
+    if not case.operation.path.endswith("/stats") or not isinstance(case.query, dict):
+        return False
+    try:
+        loaded = StatsQueryArgsSchema().load(case.query)
+    except ValidationError:
+        return False
+    to = loaded.get("to")
+    return to is not None and to <= loaded.get("from_", utcnow() - timedelta(days=30))
+
+
 def status_is_documented(ctx, response, case):
     """The status is listed for the operation itself, not only covered by "default"."""
     if case.method.upper() != case.operation.method.upper():
@@ -376,9 +438,14 @@ def test_operation_conforms_to_the_document(case, world):
         or ends_beyond_its_own_record(case)
         or transcribes_nothing_or_backwards(case)
         or names_a_variable_badly(case)
+        or pins_no_agent(case)
     ):
         return  # a 422 either way, as above
-    if case.method == "GET" and reports_an_empty_or_long_range(case):
+    if case.method == "GET" and (
+        reports_an_empty_or_long_range(case)
+        or lists_a_version_of_no_agent(case)
+        or counts_an_empty_range(case)
+    ):
         return
     world.ensure()
     world.cases[case.operation.label] += 1
@@ -391,7 +458,7 @@ def test_every_operation_got_its_cases(world):
         pytest.skip("the fuzz test did not run in this session")
     labels = [result.ok().label for result in schema.get_all_operations()]
     api_labels = [label for label in labels if "/api/v1/" in label or "/internal/v1/" in label]
-    assert len(api_labels) == 37
+    assert len(api_labels) == 41
     # An end report with an endedAt is always before its call's start here (the calls are
     # made now), so most of that operation's drawn cases state a rule in words and are left
     # out: it gets at least 20.

@@ -45,6 +45,7 @@ DATA_TYPES = {
         "aiCostIdr": int,
         "recordingUrl": str,
         "costBreakdown": dict,
+        "agentVersion": int,
     },
     "credits.low": {"balanceMinutes": int, "threshold": int},
     "function.called": {"callId": str, "functionName": str, "parameters": dict, "result": dict},

@@ -48,17 +48,24 @@ def endpoint():
 
 
 @pytest.fixture
-def call_id(client, runtime_headers, did):
-    call = start(client, runtime_headers, did).json["id"]
-    answer(client, runtime_headers, call)
-    return call
+def open_call(client, runtime_headers, did):
+    """Starts and answers a call, which is answered with its agent's version then: a test
+    defines the functions the call uses first."""
+
+    def open_call():
+        call = start(client, runtime_headers, did).json["id"]
+        assert answer(client, runtime_headers, call).status_code == 200
+        return call
+
+    return open_call
 
 
 def test_function_call_through_the_worker(
-    client, headers, runtime_headers, agent_id, call_id, endpoint, workers, redis_client
+    client, headers, runtime_headers, agent_id, open_call, endpoint, workers, redis_client
 ):
     start_worker(workers, redis_client, ("functions",))
     define(client, headers, agent_id, endpoint.url + "/orders")
+    call_id = open_call()
     response = invoke(client, runtime_headers, call_id, orderId="A-17")
     assert response.json["result"]["status"] == "shipped"
     assert endpoint.requests[0].json()["callId"] == call_id
@@ -66,10 +73,11 @@ def test_function_call_through_the_worker(
 
 
 def test_slow_endpoint_times_out_through_the_worker(
-    client, headers, runtime_headers, agent_id, call_id, endpoint, workers, redis_client
+    client, headers, runtime_headers, agent_id, open_call, endpoint, workers, redis_client
 ):
     start_worker(workers, redis_client, ("functions",))
     define(client, headers, agent_id, endpoint.url + "/sleep")
+    call_id = open_call()
     started = time.monotonic()
     response = invoke(client, runtime_headers, call_id, orderId="A")
     assert 4.9 < time.monotonic() - started < 5.5
@@ -79,10 +87,11 @@ def test_slow_endpoint_times_out_through_the_worker(
 
 
 def test_a_live_call_keeps_to_its_functions_timeout_through_the_worker(
-    client, headers, runtime_headers, agent_id, call_id, endpoint, workers, redis_client
+    client, headers, runtime_headers, agent_id, open_call, endpoint, workers, redis_client
 ):
     start_worker(workers, redis_client, ("functions",))
     define(client, headers, agent_id, endpoint.url + "/sleep", timeout_ms=500)
+    call_id = open_call()
     started = time.monotonic()
     response = invoke(client, runtime_headers, call_id, orderId="A")
     elapsed = time.monotonic() - started
@@ -159,12 +168,13 @@ def test_a_function_test_nobody_runs_is_a_timeout_and_never_a_late_request(
 
 
 def test_function_tests_never_hold_up_live_calls(
-    app, client, headers, runtime_headers, agent_id, call_id, endpoint, workers, redis_client
+    app, client, headers, runtime_headers, agent_id, open_call, endpoint, workers, redis_client
 ):
     """Every test worker busy with a slow endpoint: a live call still finds a worker."""
     start_worker(workers, redis_client, ("functions",))
     define(client, headers, agent_id, endpoint.url + "/sleep")
     define(client, headers, agent_id, endpoint.url + "/orders", name="quick")
+    call_id = open_call()
     busy = app.config["FUNCTION_TEST_WORKERS"] + 1
     with ThreadPoolExecutor(busy) as pool:
         tests = [
@@ -180,9 +190,10 @@ def test_function_tests_never_hold_up_live_calls(
 
 
 def test_without_a_worker_the_runtime_still_gets_an_answer_and_the_endpoint_no_late_call(
-    client, headers, runtime_headers, agent_id, call_id, endpoint, workers, redis_client
+    client, headers, runtime_headers, agent_id, open_call, endpoint, workers, redis_client
 ):
     define(client, headers, agent_id, endpoint.url + "/orders")
+    call_id = open_call()
     response = invoke(client, runtime_headers, call_id, orderId="A")
     assert response.json["error"]["code"] == "function_timeout"
     start_worker(workers, redis_client, ("functions",))
@@ -196,7 +207,7 @@ def test_without_a_worker_the_runtime_still_gets_an_answer_and_the_endpoint_no_l
 
 
 def test_functions_do_not_wait_behind_a_webhook_backlog(
-    client, headers, runtime_headers, agent_id, call_id, tenant, endpoint, workers, redis_client
+    client, headers, runtime_headers, agent_id, open_call, tenant, endpoint, workers, redis_client
 ):
     from app.services import webhooks as webhook_service
 
@@ -211,6 +222,7 @@ def test_functions_do_not_wait_behind_a_webhook_backlog(
         start_worker(workers, redis_client, ("functions",))
         slow.wait_for(1)
         define(client, headers, agent_id, endpoint.url + "/orders")
+        call_id = open_call()
         started = time.monotonic()
         response = invoke(client, runtime_headers, call_id, orderId="A")
         assert time.monotonic() - started < 1.0
@@ -238,12 +250,13 @@ def slow_answer(request):
 
 
 def test_slow_calls_do_not_hold_each_other_up(
-    app, headers, client, runtime_headers, agent_id, call_id, workers, redis_client
+    app, headers, client, runtime_headers, agent_id, open_call, workers, redis_client
 ):
     """One worker makes several calls at once (FUNCTION_WORKERS)."""
     with Receiver(slow_answer) as slow:
         start_worker(workers, redis_client, ("functions",))
         define(client, headers, agent_id, slow.url + "/orders")
+        call_id = open_call()
         started = time.monotonic()
         with ThreadPoolExecutor(4) as pool:
             answers = list(
@@ -258,12 +271,13 @@ def test_slow_calls_do_not_hold_each_other_up(
 
 
 def test_stopping_the_worker_finishes_the_call_in_hand(
-    app, headers, client, runtime_headers, agent_id, call_id, workers, redis_client
+    app, headers, client, runtime_headers, agent_id, open_call, workers, redis_client
 ):
     with Receiver(slow_answer) as slow:
         process = workers.start(queues=("functions",))
         wait_for_worker(workers, redis_client, ("functions",))
         define(client, headers, agent_id, slow.url + "/orders")
+        call_id = open_call()
         with ThreadPoolExecutor(1) as pool:
             pending = pool.submit(invoke, app.test_client(), runtime_headers, call_id, orderId="A")
             slow.wait_for(1)
@@ -285,7 +299,7 @@ def test_a_function_job_nobody_takes_leaves_redis_by_itself(app, redis_client):
 
 @pytest.mark.slow
 def test_function_calls_survive_a_redis_restart(
-    app, client, headers, runtime_headers, agent_id, call_id, endpoint, workers
+    app, client, headers, runtime_headers, agent_id, open_call, endpoint, workers
 ):
     """Redis down: the runtime gets function_timeout at once; back: the worker serves again."""
     server = ThrowawayRedis()
@@ -297,6 +311,7 @@ def test_function_calls_survive_a_redis_restart(
         workers.start(redis_url=server.url, queues=("functions",))
         wait_for_worker(workers, Redis.from_url(server.url), ("functions",))
         define(client, headers, agent_id, endpoint.url + "/orders")
+        call_id = open_call()
         assert "result" in invoke(client, runtime_headers, call_id, orderId="A").json
 
         server.stop()

@@ -80,9 +80,10 @@ def parsed(response, status: int):
 
 
 def changed(before, after) -> set[str]:
-    """The fields of two versions of a record that differ, but updatedAt."""
+    """The fields of two versions of a record that differ, but updatedAt and an agent's
+    version (which every call-facing change moves)."""
     old, new = before.to_dict(), after.to_dict()
-    return {name for name in new if new[name] != old[name]} - {"updatedAt"}
+    return {name for name in new if new[name] != old[name]} - {"updatedAt", "version"}
 
 
 def run_agents(sdk, client):
@@ -111,6 +112,7 @@ def run_agents(sdk, client):
         200,
     )
     assert renamed.name == "Support" and changed(agent, renamed) == {"name"}
+    assert (agent.version, renamed.version) == (1, 2)
     return renamed
 
 
@@ -160,6 +162,7 @@ def run_calls(sdk, client, call_id, agent):
     assert calls.pagination.total == 1 and calls.pagination.has_more is False
     call = parsed(operation("calls", "get_call").sync_detailed(call_id, client=client), 200)
     assert call.agent_id == agent.id and call.status == models.CallDetailStatus.ENDED
+    assert call.agent_version == agent.version == 2
     assert call.billed_minutes == 2 and call.talk_time_seconds == 80
     assert call.ended_at.tzinfo is not None and call.answered_at is not None
     assert call.recording_url == RECORDING and call.variables.to_dict() == {}
@@ -319,6 +322,38 @@ def run_webhooks(sdk, client, webhook):
     assert parsed(delete.sync_detailed(webhook.id, client=client), 204) is None
 
 
+def run_versions(sdk, client, agent, number, call_id):
+    """The agent's versions, one whole, its calls by version, a restore and a pinned number."""
+    models = sdk.models
+    listed = parsed(
+        operation("versions", "list_agent_versions").sync_detailed(agent.id, client=client), 200
+    )
+    assert [(each.version, each.changes) for each in listed.versions] == [(2, ["name"]), (1, [])]
+    assert listed.pagination.total == 2 and listed.versions[0].actor.label
+    first = parsed(
+        operation("versions", "get_agent_version").sync_detailed(agent.id, 1, client=client), 200
+    )
+    assert first.agent.name == "Sales" and first.functions == []
+    stats = parsed(
+        operation("versions", "get_agent_stats").sync_detailed(agent.id, client=client), 200
+    )
+    [row] = stats.versions
+    assert (row.version, row.calls, row.answered, row.billed_minutes) == (2, 1, 1, 2)
+    assert row.function_error_rate is None
+    by_version = operation("calls", "list_calls").sync_detailed(
+        client=client, agent_id=agent.id, agent_version=2
+    )
+    assert [call.id for call in parsed(by_version, 200).calls] == [call_id]
+    restore = operation("versions", "restore_agent_version")
+    restored = parsed(restore.sync_detailed(agent.id, 1, client=client), 200)
+    assert (restored.version, restored.name) == (3, "Sales")
+    assign = operation("phone_numbers", "assign_agent")
+    body = models.AssignAgent(agent_id=agent.id, agent_version=2)
+    pinned = parsed(assign.sync_detailed(number.id, client=client, body=body), 200)
+    assert pinned.agent_version == 2
+    return restored
+
+
 def test_generated_client_runs_every_resource_against_a_real_server(sdk, server, tenant, api_key):
     number = number_service.add_number(actor=ACTOR, tenant=tenant, display_number=DID)
     billing.grant(actor=ACTOR, tenant=tenant, minutes=100)
@@ -335,6 +370,7 @@ def test_generated_client_runs_every_resource_against_a_real_server(sdk, server,
         webhook = create_webhook(sdk, client, receiver.url)
         call_id = run_call(server)
         run_calls(sdk, client, call_id, agent)
+        agent = run_versions(sdk, client, agent, number, call_id)
         run_usage(sdk, client)
         run_credits(sdk, client)
         wait_until(

@@ -37,5 +37,6 @@ def test_metrics_show_queue_depths_and_the_process(app_config, redis_client, red
     text = client.get("/metrics", headers={"Authorization": "Bearer m-token"}).get_data(True)
     assert 'voiceagent_queue_depth{queue="functions"} 0.0' in text
     assert 'voiceagent_queue_depth{queue="webhooks"} 0.0' in text
+    assert 'voiceagent_queue_depth{queue="webhooks_slow"} 0.0' in text
     assert "python_info" in text  # the default registry's own collectors
     assert text.count("# TYPE voiceagent_http_requests_total counter") == 1

@@ -503,4 +503,5 @@ def test_patch_built_from_the_document_changes_only_the_given_field(
     assert response.status_code == 200, response.json
     after = response.json
     changed = {name for name in after if after[name] != before[name]}
-    assert changed - {"updatedAt"} == set(change)
+    # An agent's version moves with the change, as updatedAt does.
+    assert changed - {"updatedAt", "version"} == set(change)

@@ -5,11 +5,12 @@ import socket
 import ssl
 import subprocess
 import threading
+import time
 
 import pytest
 
 from app import outbound
-from tests.receiver import Answer, Receiver
+from tests.receiver import Answer, Receiver, Trickler
 
 BLOCKED = [
     "127.0.0.1",
@@ -391,6 +392,28 @@ def test_sender_times_out_on_a_slow_receiver():
     with Receiver(lambda request: Answer(delay=1.0)) as receiver:
         with pytest.raises(outbound.OutboundTimeout):
             outbound.Sender(allow_private=True).send("POST", receiver.url, timeout=(1, 0.2))
+
+
+@pytest.mark.parametrize("trickle_head", [False, True], ids=["body", "headers"])
+def test_sender_cuts_off_a_trickling_answer_on_the_clock(trickle_head):
+    """Each byte arrives well within a socket timeout, but the answer never ends: the
+    exchange is over when its time is, not after each read."""
+    with Trickler(interval=0.05, trickle_head=trickle_head) as trickler:
+        started = time.monotonic()
+        with pytest.raises(outbound.OutboundTimeout, match="did not answer in time"):
+            outbound.Sender(allow_private=True).send("POST", trickler.url, timeout=(1, 0.5))
+        elapsed = time.monotonic() - started
+    assert 0.5 <= elapsed < 0.7
+    assert trickler.count() == 1
+
+
+def test_sender_keeps_the_connection_of_an_answer_in_time_after_its_deadline():
+    """A deadline that has passed never touches a connection that went back to the pool."""
+    with Receiver() as receiver:
+        sender = outbound.Sender(allow_private=True)
+        assert sender.send("POST", receiver.url, timeout=(1, 0.2)).status_code == 200
+        time.sleep(0.3)
+        assert sender.send("POST", receiver.url, timeout=(1, 0.2)).status_code == 200
 
 
 def test_sender_reports_a_refused_connection():

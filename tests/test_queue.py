@@ -81,6 +81,8 @@ def test_jobs_go_to_rq_as_functions_with_their_queues_options(app, redis_url, re
     [job] = Queue("webhooks", connection=redis_client).jobs
     assert (job.id, job.func, job.args) == ("job-d", record_job, ("ten_d",))
     assert job.result_ttl == queue.JOB_OPTIONS["webhooks"]["result_ttl"] and RAN == []
+    # RQ stops a delivery's job a second before its lease ends.
+    assert job.timeout == app.config["WEBHOOK_LEASE_SECONDS"] - 1 == 19
 
 
 def test_many_jobs_go_to_rq_after_commit_in_batches(app, redis_url, redis_client, monkeypatch):
@@ -94,7 +96,7 @@ def test_many_jobs_go_to_rq_after_commit_in_batches(app, redis_url, redis_client
     assert [(job.id, job.func, job.args) for job in jobs] == [
         (job_id, record_job, args) for args, job_id in calls
     ]
-    assert {job.timeout for job in jobs} == {queue.JOB_OPTIONS["webhooks"]["timeout"]}
+    assert {job.timeout for job in jobs} == {queue.webhook_job_timeout(app.config)}
 
 
 def test_many_jobs_run_inline_after_commit(app):

@@ -93,6 +93,7 @@ POOL_SIZES = {
     "functions": "FUNCTION_WORKERS",
     "function_tests": "FUNCTION_TEST_WORKERS",
     "webhooks": "WEBHOOK_WORKERS",
+    "webhooks_slow": "WEBHOOK_SLOW_WORKERS",
 }
 
 

@@ -307,6 +307,7 @@ def init_app(app) -> None:
         phone_numbers,
         settings,
         usage,
+        versions,
         webhooks,
     )
 

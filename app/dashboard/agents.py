@@ -38,6 +38,7 @@ from app.services import agents as agent_service
 from app.services import function_calls
 from app.services import functions as function_service
 from app.services import phone_numbers as number_service
+from app.services import versions as version_service
 
 # The agent form: every writable field of the API.
 FORM_FIELDS = tuple(AgentCreateSchema().load_fields)
@@ -137,6 +138,7 @@ def _agent_page(
         function_errors=function_errors or {},
         methods=METHODS,
         created=created,
+        stats=version_service.stats(tenant=g.tenant, agent_id=agent.id),
     )
 
 

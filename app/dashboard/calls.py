@@ -21,7 +21,16 @@ COST_LABELS = {
     "telephony": "Telephony",
     "other": "Other",
 }
-FILTERS = ("status", "from", "to", "agentId", "phoneNumberId", "direction", "callerNumber")
+FILTERS = (
+    "status",
+    "from",
+    "to",
+    "agentId",
+    "agentVersion",
+    "phoneNumberId",
+    "direction",
+    "callerNumber",
+)
 
 
 @bp.route("/calls")

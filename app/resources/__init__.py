@@ -17,12 +17,14 @@ from app.resources.events.routes import blp as events_blp
 from app.resources.functions.routes import blp as functions_blp
 from app.resources.phone_numbers.routes import blp as phone_numbers_blp
 from app.resources.usage.routes import blp as usage_blp
+from app.resources.versions.routes import blp as versions_blp
 from app.resources.webhooks.routes import blp as webhooks_blp
 
 TENANT_BLUEPRINTS = [
     agents_blp,
     phone_numbers_blp,
     functions_blp,
+    versions_blp,
     calls_blp,
     credits_blp,
     webhooks_blp,

@@ -125,7 +125,9 @@ class RuntimeFunctionCalls(MethodView):
         Checks the parameters against the function's declaration, calls the tenant's endpoint
         (signed, for at most the function's timeoutMs, 5 s by default, never retried) and
         answers within timeoutMs + 0.5 s with {"result": {...}} or {"error": {"code",
-        "message"}}; both are HTTP 200, since either is the answer to hand to the AI. Every
-        invocation is recorded and emits function.called.
+        "message"}}; both are HTTP 200, since either is the answer to hand to the AI. A
+        tenant's calls take at most its share of the function workers at once: one beyond it
+        is answered function_busy at once, without calling the endpoint. Every invocation is
+        recorded and emits function.called.
         """
         return function_calls.invoke(call_id=call_id, **fields).as_dict()

@@ -96,10 +96,25 @@ class FunctionSpecSchema(Schema):
     parameters = fields.Dict(
         required=True, metadata={"description": "JSON Schema of its parameters."}
     )
+    timeout_ms = fields.Integer(
+        required=True,
+        metadata={
+            "description": "The function's budget in milliseconds: the service answers the "
+            "function call within it plus 0.5 s, so a runtime waits that long and no longer."
+        },
+    )
 
 
 class SessionSchema(Schema):
     agent_id = fields.String(required=True, metadata={"description": "The agent."})
+    agent_version = fields.Integer(
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "The version of the agent the call is answered with: the number's "
+            "pinned one, else the agent's latest. Null only for a call from before versions."
+        },
+    )
     system_prompt = fields.String(
         required=True, metadata={"description": "Instructions for the AI."}
     )

@@ -16,8 +16,8 @@ import peewee as pw
 from app import metrics
 from app.db import database
 from app.errors import Conflict, NotFound, ValidationFailed
-from app.models import Agent, Call, CallTurn, Function, PhoneNumber, Tenant
-from app.services import billing, events
+from app.models import Agent, AgentVersion, Call, CallTurn, PhoneNumber, Tenant
+from app.services import billing, events, snapshots
 from app.services import tenants as tenant_service
 from app.services.pages import Page, bounded_count
 from app.util import isoformat, new_id, utcnow
@@ -54,6 +54,19 @@ PLACEHOLDER = re.compile(r"\{\{(" + VARIABLE_NAME + r")\}\}")
 MAX_VARIABLES = 50
 MAX_VARIABLE_LENGTH = 2000
 
+# What a session is made of: an agent's version (app.models.AgentVersion).
+SESSION_FIELDS = (
+    "version",
+    "system_prompt",
+    "voice_id",
+    "greeting_text",
+    "language",
+    "escalation_number",
+    "tools_enabled",
+    "max_call_duration_minutes",
+    "functions",
+)
+
 
 @dataclass(frozen=True)
 class StartedCall:
@@ -70,15 +83,18 @@ class _Line:
     tenant_id: str
     display_number: str
     agent_id: str | None  # the assigned agent, also when it cannot answer
-    agent: Agent | None  # the agent that answers: None when the number or agent is inactive
-    functions: list[dict[str, Any]]  # the answering agent's, by name
+    # The version of the agent that answers: its call-facing fields and functions. None when
+    # the number or its agent is inactive (or the agent has no such version).
+    answering: AgentVersion | None
+    active_agent_id: str | None  # the assigned agent when it may answer
 
 
-def _line(did: str) -> _Line | None:
-    """The number did with its answering agent and functions, or None when nobody has it.
+def _line(did: str, agent_version: int | None = None) -> _Line | None:
+    """The number did with the version of its agent that answers, or None when nobody has it.
 
     One query: the number, the agent that answers it (an active number's active, undeleted
-    agent) and that agent's functions, a row per function (or one row without).
+    agent) and that agent's version for the call: agent_version when given (a simulation),
+    else the number's pinned one, else the agent's latest.
     """
     answers = (
         (Agent.id == PhoneNumber.agent)
@@ -86,50 +102,45 @@ def _line(did: str) -> _Line | None:
         & Agent.is_active
         & Agent.deleted_at.is_null()
     )
+    wanted = (
+        pw.Value(agent_version)
+        if agent_version is not None
+        else pw.fn.COALESCE(PhoneNumber.agent_version, Agent.version)
+    )
     query = (
         PhoneNumber.select(
             PhoneNumber.id,
             PhoneNumber.tenant,
             PhoneNumber.agent,
-            Agent.id.alias("answering_id"),
-            Agent.system_prompt,
-            Agent.voice_id,
-            Agent.greeting_text,
-            Agent.language,
-            Agent.escalation_number,
-            Agent.tools_enabled,
-            Agent.max_call_duration_minutes,
-            Function.name,
-            Function.description,
-            Function.parameters,
+            Agent.id.alias("active_agent_id"),
+            AgentVersion.version,
+            AgentVersion.system_prompt,
+            AgentVersion.voice_id,
+            AgentVersion.greeting_text,
+            AgentVersion.language,
+            AgentVersion.escalation_number,
+            AgentVersion.tools_enabled,
+            AgentVersion.max_call_duration_minutes,
+            AgentVersion.functions,
         )
         .join(Agent, pw.JOIN.LEFT_OUTER, on=answers)
-        .join(Function, pw.JOIN.LEFT_OUTER, on=(Function.agent == Agent.id))
-        .where(PhoneNumber.display_number == did)
-        .order_by(Function.name)
-    )
-    rows = cast(list[dict[str, Any]], list(query.dicts()))
-    if not rows:
-        return None
-    first = rows[0]
-    agent = None
-    if first["answering_id"] is not None:
-        agent = Agent(
-            id=first["answering_id"],
-            system_prompt=first["system_prompt"],
-            voice_id=first["voice_id"],
-            greeting_text=first["greeting_text"],
-            language=first["language"],
-            escalation_number=first["escalation_number"],
-            tools_enabled=first["tools_enabled"],
-            max_call_duration_minutes=first["max_call_duration_minutes"],
+        .join(
+            AgentVersion,
+            pw.JOIN.LEFT_OUTER,
+            on=(AgentVersion.agent == Agent.id) & (AgentVersion.version == wanted),
         )
-    functions = [
-        {"name": row["name"], "description": row["description"], "parameters": row["parameters"]}
-        for row in rows
-        if row["name"] is not None
-    ]
-    return _Line(first["id"], first["tenant"], did, first["agent"], agent, functions)
+        .where(PhoneNumber.display_number == did)
+    )
+    row = cast(dict[str, Any] | None, query.dicts().first())
+    if row is None:
+        return None
+    answering = None
+    if row["version"] is not None:
+        answering = AgentVersion(
+            agent=row["active_agent_id"],
+            **{name: row[name] for name in SESSION_FIELDS},
+        )
+    return _Line(row["id"], row["tenant"], did, row["agent"], answering, row["active_agent_id"])
 
 
 def _runtime_call(call_id: str) -> Call:
@@ -195,6 +206,7 @@ def _ended_data(call: Call) -> dict[str, Any]:
         "aiCostIdr": call.ai_cost_idr,
         "recordingUrl": call.recording_url,
         "costBreakdown": call.cost_breakdown,
+        "agentVersion": call.agent_version,
     }
 
 
@@ -244,7 +256,7 @@ def _record_call(
         occurred_at=now,
         seq=seq,
     )
-    agent = line.agent
+    agent = line.answering
     held = 0
     rejection = None
     if agent is None:
@@ -269,7 +281,8 @@ def _record_call(
         id=call_id,
         tenant=line.tenant_id,
         phone_number=line.id,
-        agent=agent.id if agent else line.agent_id,
+        agent=agent.agent_id if agent else line.agent_id,
+        agent_version=agent.version if agent else None,
         provider_call_id=provider_call_id,
         caller_number=caller,
         callee_number=callee,
@@ -319,35 +332,50 @@ def fill_placeholders(text: str, variables: dict[str, str], missing: list[str]) 
     return PLACEHOLDER.sub(value, text)
 
 
-def _session(agent: Agent, functions: list[Any], call: Call) -> dict[str, Any]:
-    """The session of call, answered by agent with functions: the prompt and greeting with
-    the call's variables filled in, and its allowance."""
+def _session(agent: AgentVersion, call: Call) -> dict[str, Any]:
+    """The session of call, answered by that version of its agent: the prompt and greeting
+    with the call's variables filled in, the functions the AI may call, and its allowance."""
     missing: list[str] = []
     return {
-        "agent_id": agent.id,
+        "agent_id": agent.agent_id,
+        "agent_version": agent.version,
         "system_prompt": fill_placeholders(agent.system_prompt, call.variables, missing),
         "voice_id": agent.voice_id,
         "greeting_text": fill_placeholders(agent.greeting_text, call.variables, missing),
         "language": agent.language,
         "escalation_number": agent.escalation_number,
         "tools_enabled": agent.tools_enabled,
-        "functions": functions,
+        "functions": [
+            {
+                "name": entry["name"],
+                "description": entry["description"],
+                "parameters": entry["parameters"],
+                "timeout_ms": entry["timeout_ms"],
+            }
+            for entry in agent.functions
+        ],
         "max_call_duration_seconds": call.reserved_minutes * 60,
         "missing_variables": missing,
     }
 
 
 def session_for(call: Call) -> dict[str, Any]:
-    """What the runtime needs to run the call: the agent's configuration and time limit."""
-    agent = Agent.get_or_none(Agent.id == call.agent_id)
-    if agent is None:
-        raise Conflict("The call has no agent.", code="no_agent", details={"callId": call.id})
-    functions = (
-        Function.select(Function.name, Function.description, Function.parameters)
-        .where(Function.agent == agent.id)
-        .order_by(Function.name)
+    """What the runtime needs to run the call: the version of the agent it was answered with
+    and its time limit. A call from before versions gets the agent as it is, at no version."""
+    answering = AgentVersion.get_or_none(
+        (AgentVersion.agent == call.agent_id) & (AgentVersion.version == call.agent_version)
     )
-    return _session(agent, list(functions), call)
+    if answering is None:
+        agent = Agent.get_or_none(Agent.id == call.agent_id)
+        if agent is None:
+            raise Conflict("The call has no agent.", code="no_agent", details={"callId": call.id})
+        answering = AgentVersion(
+            agent=agent.id,
+            version=None,
+            **{name: getattr(agent, name) for name in snapshots.CALL_FIELDS},
+            functions=[snapshots.function_entry(row) for row in snapshots.live_functions(agent.id)],
+        )
+    return _session(answering, call)
 
 
 def start_call(
@@ -357,16 +385,24 @@ def start_call(
     direction: str = "inbound",
     provider_call_id: str | None = None,
     variables: dict[str, str] | None = None,
+    agent_version: int | None = None,
 ) -> StartedCall:
     """Record an incoming call and return it with its session, or Conflict no_agent,
     concurrency_limit or no_credits.
 
+    The call is answered with the version of the number's agent that the number is pinned to,
+    else its latest; agent_version, when given, overrides both (`flask calls simulate
+    --version`), and must be one the agent has (ValidationFailed).
+
     A repeated provider_call_id (per tenant) returns the call recorded first (with the
     variables it was recorded with).
     """
-    line = _line(did)
+    line = _line(did, agent_version)
     if line is None:
         raise Conflict(f"No tenant has the number {did}.", code="no_agent", details={})
+    if agent_version is not None and line.active_agent_id and line.answering is None:
+        missing = f"Agent {line.active_agent_id} has no version {agent_version}."
+        raise ValidationFailed(missing, details={"agentVersion": [missing]})
     call = _by_provider_id(line.tenant_id, provider_call_id)
     if call is None:
         try:
@@ -388,9 +424,9 @@ def start_call(
             metrics.CALLS.labels(call.status).inc()
             if _rejected(call):
                 raise _rejection(call)
-            # The agent, functions and hold the call was recorded with.
-            assert line.agent is not None  # else it was rejected
-            session = _session(line.agent, line.functions, call)
+            # The agent's version and the hold the call was recorded with.
+            assert line.answering is not None  # else it was rejected
+            session = _session(line.answering, call)
             return StartedCall(call=call, session=session, created=True)
     if _rejected(call):
         raise _rejection(call)
@@ -734,6 +770,7 @@ LIST_COLUMNS = (
     Call.ai_cost_idr,
     Call.metadata,
     Call.billed_minutes,
+    Call.agent_version,
 )
 
 
@@ -760,13 +797,15 @@ def list_calls(
     from_: datetime | None = None,
     to: datetime | None = None,
     agent_id: str | None = None,
+    agent_version: int | None = None,
     phone_number_id: str | None = None,
     direction: str | None = None,
     caller_number: str | None = None,
 ) -> Page:
     """Calls newest first, as dicts of CallSchema's fields. Unfiltered, total is the
     maintained count; filtered, it is bounded. caller_number: a number, or the start of
-    numbers followed by * (a range of the (tenant, caller_number) index).
+    numbers followed by * (a range of the (tenant, caller_number) index). agent_version
+    (a version of agent_id, given with it) leads the (tenant, agent, agent_version) index.
 
     Every combination of filters with the tenant leads an index of the call table.
     """
@@ -774,6 +813,7 @@ def list_calls(
     filters = [
         (status, Call.status == status),
         (agent_id, Call.agent == agent_id),
+        (agent_version, Call.agent_version == agent_version),
         (phone_number_id, Call.phone_number == phone_number_id),
         (direction, Call.direction == direction),
         (caller_number, caller_number and _caller_condition(caller_number)),

@@ -1,11 +1,19 @@
-"""Webhook deliveries: signed attempts, the retry schedule, the log and the sweeper.
+"""Webhook deliveries: fair dispatch, signed attempts, the retry schedule, the log, the sweeper.
 
-The delivery row is the truth. One job sends one delivery: it claims it with a conditional
-UPDATE that sets a lease, sends it without holding a transaction, then writes the attempt and
-its outcome in one transaction (success, the next attempt time, or failure for good). Whatever
-goes wrong with one delivery is recorded as its failed attempt and touches no other. The
-sweeper enqueues every due delivery that no live lease holds and whose job is not waiting
-already, so an enqueue lost to a Redis outage or a worker killed mid-job only delays it.
+The delivery row is the truth, and deliveries wait in the database, not in Redis. The
+dispatcher sends a tenant's due deliveries to a queue only while it has places: at most
+WEBHOOK_IN_FLIGHT_PER_WEBHOOK per webhook and a share of a lane's workers per tenant, counted
+from the leases of the deliveries in flight; it runs after the commit that made deliveries,
+after each attempt (which hands its place on), and in the sweeper. A webhook whose attempt
+timed out goes to the slow lane (its own queue and workers) until it answers in time again.
+
+One job sends one delivery: it claims it with a conditional UPDATE that renews its lease,
+sends it without holding a transaction (the attempt ends on the clock, well within the
+lease), then writes the attempt and its outcome in one transaction (success, the next
+attempt time, or failure for good). Whatever goes wrong with one delivery is recorded as its
+failed attempt and touches no other. The sweeper dispatches every due delivery that no live
+lease holds, and again one whose job Redis lost, so an enqueue lost to a Redis outage or a
+worker killed mid-job only delays it.
 """
 
 import base64
@@ -15,16 +23,17 @@ import hmac
 import json
 import logging
 import random
+import threading
 import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import peewee as pw
 from flask import current_app
 
 from app import metrics, outbound, queue
-from app.db import database, unit_of_work
+from app.db import database, is_sqlite, unit_of_work
 from app.errors import Conflict, NotFound
 from app.models import Delivery, DeliveryAttempt, Event, Tenant, Webhook
 from app.services import audit
@@ -42,6 +51,12 @@ EXCERPT_BYTES = 2048
 SWEEP_BATCH = 1000
 STATUSES = ("pending", "succeeded", "failed")
 DELIVER_JOB = "app.jobs.deliver_webhook"  # by name: the jobs module imports this one
+FAST_LANE, SLOW_LANE = "webhooks", "webhooks_slow"  # the RQ queues
+LANE_WORKERS = {FAST_LANE: "WEBHOOK_WORKERS", SLOW_LANE: "WEBHOOK_SLOW_WORKERS"}
+# The PostgreSQL advisory lock class under which one tenant's dispatches run one at a time
+# (the second key is the tenant id's hash): any fixed number ("dispatch" in ASCII, 32 bits).
+DISPATCH_LOCK_CLASS = 0x64697370
+LOST_AFTER_S = 2  # a job RQ does not hold this long after its dispatch was lost with Redis
 
 log = logging.getLogger(__name__)
 
@@ -126,21 +141,161 @@ def retry_delay(
 
 
 def new_job_id() -> str:
-    """An id for the RQ job that is to send a delivery, kept on its row: the sweeper asks RQ
-    whether that job still waits."""
+    """An id for the RQ job that is to send a delivery, kept on its row: only that job may
+    attempt it, and the sweeper asks RQ whether it still waits."""
     return new_id("job")
 
 
-def defer_job(delivery_id: str, job_id: str) -> None:
-    """Enqueue the delivery's job once the current transaction commits."""
-    queue.defer("webhooks", DELIVER_JOB, delivery_id, job_id=job_id)
+def defer_dispatch(tenant_id: str) -> None:
+    """Dispatch the tenant's due deliveries once the current transaction commits.
+
+    The change that made them is committed by then: a dispatch that fails (the database
+    went away a moment) is logged and left to the sweeper, never the caller's error."""
+
+    def dispatch_committed() -> None:
+        try:
+            dispatch(tenant_id=tenant_id)
+        except Exception:
+            log.exception("could not dispatch the deliveries of %s; the sweeper will", tenant_id)
+
+    database.after_commit(dispatch_committed)
 
 
-def defer_jobs(jobs_by_delivery: list[tuple[str, str]]) -> None:
-    """Enqueue many deliveries' jobs, (delivery id, job id) each, once the current
-    transaction commits."""
-    calls = [((delivery_id,), job_id) for delivery_id, job_id in jobs_by_delivery]
-    queue.defer_many("webhooks", DELIVER_JOB, calls)
+def tenant_places(lane: str) -> int:
+    """How many of a tenant's deliveries may be in flight in a lane at once: its share of the
+    lane's workers, at least one."""
+    config = current_app.config
+    return max(1, int(config[LANE_WORKERS[lane]] * config["WEBHOOK_TENANT_SHARE"]))
+
+
+_dispatching = threading.local()
+
+
+def dispatch(*, tenant_id: str) -> int:
+    """Send the tenant's due deliveries to their lanes' queues while it has places; how many.
+
+    A job that runs in this thread at once (inline mode outside a request) dispatches again
+    when it ends: that call only notes the tenant, and the dispatch in hand goes on with it,
+    so a backlog is worked through in a loop, not a recursion as deep as the backlog.
+    """
+    waiting: set[str] | None = getattr(_dispatching, "tenants", None)
+    if waiting is not None:
+        waiting.add(tenant_id)
+        return 0
+    _dispatching.tenants = waiting = {tenant_id}
+    sent = 0
+    try:
+        while waiting:
+            sent += _dispatch_tenant(waiting.pop())
+    finally:
+        _dispatching.tenants = None
+    return sent
+
+
+def _lock_dispatch(tenant_id: str) -> None:
+    """One dispatch of a tenant at a time, so two cannot both see a place free and both take
+    it. SQLite: the IMMEDIATE transaction serialises them already."""
+    if not is_sqlite():
+        lock = pw.fn.pg_advisory_xact_lock(DISPATCH_LOCK_CLASS, pw.fn.hashtext(tenant_id))
+        database.execute(pw.Select(columns=[lock]))
+
+
+def _dispatch_tenant(tenant_id: str) -> int:
+    """One tenant's dispatch: its deliveries in flight counted, then its oldest due ones taken
+    while its webhooks and lanes have places, in one transaction; their jobs are enqueued once
+    it commits."""
+    per_webhook = current_app.config["WEBHOOK_IN_FLIGHT_PER_WEBHOOK"]
+    now = utcnow()
+    lease_until = now + timedelta(seconds=current_app.config["WEBHOOK_LEASE_SECONDS"])
+    sent: dict[str, list[tuple[Any, str]]] = {FAST_LANE: [], SLOW_LANE: []}
+    # A look first, without a lock: most dispatches (a burst, a backlog, nothing due) find
+    # no place free, and then cost two reads and no write transaction.
+    by_webhook, room = _places(tenant_id, now)
+    full = [webhook for webhook, count in by_webhook.items() if count >= per_webhook]
+    if not any(places > 0 for places in room.values()) or not _next_due(
+        tenant_id, now, room, full_webhooks=full
+    ):
+        return 0
+    with database.atomic():
+        _lock_dispatch(tenant_id)
+        by_webhook, room = _places(tenant_id, now)  # again, now that no one else dispatches
+        while any(places > 0 for places in room.values()):
+            full = [webhook for webhook, count in by_webhook.items() if count >= per_webhook]
+            asked = sum(places for places in room.values() if places > 0)
+            candidates = _next_due(tenant_id, now, room, full_webhooks=full)
+            progress = skipped = False
+            for delivery_id, webhook_id, lane in candidates:
+                if room[lane] <= 0 or by_webhook.get(webhook_id, 0) >= per_webhook:
+                    skipped = True  # filled by an earlier candidate: the next query leaves it
+                    continue
+                job_id = new_job_id()
+                taken = (
+                    Delivery.update(lease_until=lease_until, job_id=job_id, lane=lane)
+                    .where((Delivery.id == delivery_id) & _free(now))
+                    .execute()
+                )
+                if taken:
+                    sent[lane].append(((delivery_id, job_id), job_id))
+                    room[lane] -= 1
+                    by_webhook[webhook_id] = by_webhook.get(webhook_id, 0) + 1
+                progress = True
+            if not progress or (not skipped and len(candidates) < asked):
+                break  # nothing else is due where a place is left
+        for lane, calls in sent.items():
+            if calls:
+                queue.defer_many(lane, DELIVER_JOB, calls)
+    return sum(len(calls) for calls in sent.values())
+
+
+def _places(tenant_id: str, now: datetime) -> tuple[dict[str, int], dict[str, int]]:
+    """The tenant's deliveries in flight (a live lease) by webhook, and its places left in
+    each lane."""
+    by_webhook, by_lane = _in_flight(tenant_id, now)
+    return by_webhook, {lane: tenant_places(lane) - count for lane, count in by_lane.items()}
+
+
+def _in_flight(tenant_id: str, now: datetime) -> tuple[dict[str, int], dict[str, int]]:
+    """The tenant's deliveries in flight (a live lease), counted by webhook and by lane."""
+    rows = cast(
+        list[tuple[str, str | None, int]],
+        list(
+            Delivery.select(Delivery.webhook, Delivery.lane, pw.fn.COUNT(Delivery.id))
+            .where(
+                (Delivery.status == "pending")
+                & (Delivery.lease_until > now)
+                & (Delivery.tenant == tenant_id)
+            )
+            .group_by(Delivery.webhook, Delivery.lane)
+            .tuples()
+        ),
+    )
+    by_webhook: dict[str, int] = {}
+    by_lane = {FAST_LANE: 0, SLOW_LANE: 0}
+    for webhook_id, lane, count in rows:
+        by_webhook[webhook_id] = by_webhook.get(webhook_id, 0) + count
+        by_lane[lane or FAST_LANE] += count
+    return by_webhook, by_lane
+
+
+def _next_due(
+    tenant_id: str, now: datetime, room: dict[str, int], *, full_webhooks: list[str]
+) -> list[tuple[str, str, str]]:
+    """The tenant's oldest due, free deliveries (id, webhook id, lane), as many as its lanes
+    have places for, leaving out the webhooks with none left and the lanes that are full."""
+    open_lanes = [lane for lane, places in room.items() if places > 0]
+    query = (
+        Delivery.select(Delivery.id, Delivery.webhook, Webhook.lane)
+        .join(Webhook)
+        .where(
+            (Delivery.tenant == tenant_id)
+            & _free(now)
+            & Webhook.lane.in_(open_lanes)
+            & Delivery.webhook.not_in(full_webhooks)
+        )
+        .order_by(Delivery.next_attempt_at, Delivery.id)
+        .limit(sum(room[lane] for lane in open_lanes))
+    )
+    return cast(list[tuple[str, str, str]], list(query.tuples()))
 
 
 @dataclass
@@ -165,31 +320,46 @@ def _free(now: datetime) -> pw.Expression:
     )
 
 
-def claim(delivery_id: str) -> datetime | None:
-    """Take the delivery's lease if it is due and free; when the lease ends, or None.
+def claim(delivery_id: str, job_id: str | None = None) -> datetime | None:
+    """Renew the delivery's lease for an attempt by the job it was dispatched to (job_id), if
+    it is pending and due; when the lease ends, or None.
 
-    One conditional UPDATE: of several jobs claiming at once, exactly one gets the row.
+    One conditional UPDATE: of several jobs claiming at once, exactly one gets the row. A job
+    keeps its delivery even when it waited in the queue past the dispatch's lease, as long as
+    nobody dispatched the delivery again meanwhile (which gives it another job id). Without a
+    job_id (a call from the CLI or a test), a due delivery that no lease holds is claimed.
     """
     now = utcnow()
     lease_until = now + timedelta(seconds=current_app.config["WEBHOOK_LEASE_SECONDS"])
+    if job_id is None:
+        condition = _free(now)
+    else:
+        condition = (
+            (Delivery.job_id == job_id)
+            & (Delivery.status == "pending")
+            & (Delivery.next_attempt_at <= now)
+        )
     taken = (
         Delivery.update(lease_until=lease_until, updated_at=now)
-        .where((Delivery.id == delivery_id) & _free(now))
+        .where((Delivery.id == delivery_id) & condition)
         .execute()
     )
     return lease_until if taken else None
 
 
-def deliver(*, delivery_id: str) -> str | None:
-    """Attempt a delivery if it is due and free: its status after, or None when this job did
-    not attempt it (not due, held by another job, settled or deleted)."""
-    lease_until = claim(delivery_id)
+def deliver(*, delivery_id: str, job_id: str | None = None) -> str | None:
+    """Attempt a delivery if it is due and this job's (job_id) to send, then hand its place to
+    the tenant's next delivery: its status after, or None when this job did not attempt it
+    (not due, dispatched to another job, settled or deleted)."""
+    lease_until = claim(delivery_id, job_id)
     if lease_until is None:
         return None
     delivery = (
         Delivery.select(
             Delivery.id,
+            Delivery.tenant,
             Delivery.attempts,
+            Delivery.lane,
             Event.id,
             Event.type,
             Event.data,
@@ -201,6 +371,7 @@ def deliver(*, delivery_id: str) -> str | None:
             Webhook.previous_secret_expires_at,
             Webhook.is_active,
             Webhook.failing_since,
+            Webhook.lane,
         )
         .join(Event)
         .switch(Delivery)
@@ -210,6 +381,13 @@ def deliver(*, delivery_id: str) -> str | None:
     )
     if delivery is None:  # deleted with its webhook meanwhile
         return None
+    try:
+        return _attempt(delivery, lease_until)
+    finally:
+        dispatch(tenant_id=delivery.tenant_id)
+
+
+def _attempt(delivery: Delivery, lease_until: datetime) -> str | None:
     if not delivery.webhook.is_active:
         disabled = "The webhook is disabled."
         _settle(delivery, lease_until, attempted=False, status="failed", error=disabled)
@@ -277,6 +455,7 @@ def record(delivery: Delivery, lease_until: datetime, sent: Sent) -> str | None:
     None when another job took the delivery over meanwhile (its outcome counts)."""
     now = utcnow()
     with database.atomic():
+        _change_lane(delivery, sent)
         if sent.error is None:
             if delivery.webhook.failing_since is not None:  # a success ends a run of failures
                 Webhook.update(failing_since=None, consecutive_failures=0).where(
@@ -310,6 +489,20 @@ def record(delivery: Delivery, lease_until: datetime, sent: Sent) -> str | None:
             response_excerpt=sent.excerpt,
         )
     return status
+
+
+def _change_lane(delivery: Delivery, sent: Sent) -> None:
+    """A timeout moves the webhook to the slow lane; an answer in time (any status) moves it
+    back. A refused connection or a bad host says nothing about its speed."""
+    webhook = delivery.webhook
+    if sent.timed_out and webhook.lane != SLOW_LANE:
+        lane = SLOW_LANE
+    elif sent.status_code is not None and webhook.lane != FAST_LANE:
+        lane = FAST_LANE
+    else:
+        return
+    Webhook.update(lane=lane).where(Webhook.id == webhook.id).execute()
+    webhook.lane = lane
 
 
 def _status_error(status_code: int) -> str:
@@ -365,6 +558,7 @@ def _settle(
             status=status,
             attempts=Delivery.attempts + (1 if attempted else 0),
             lease_until=None,
+            job_id=None,
             next_attempt_at=next_attempt_at,
             last_status_code=status_code,
             last_error=error,
@@ -398,59 +592,74 @@ def disable(webhook: Webhook, *, reason: str | None) -> None:
 
 
 def sweep(batch: int = SWEEP_BATCH) -> int:
-    """Enqueue every due pending delivery that no live lease holds and whose job does not wait
-    in the queue (Redis lost it, its enqueue failed, or its worker died); how many were
-    enqueued.
+    """Dispatch the due deliveries of every tenant that has some (at most `batch` tenants a
+    run); how many were dispatched.
 
-    Every one of them, `batch` at a time in order of due time: a delivery whose job was lost
-    is found at the next sweep however many others wait in the queue before it. The queue's
-    job ids are read once, after the first batch (a job enqueued after that read for a row
-    read later is enqueued twice, and the second job finds its delivery taken).
+    First the deliveries in flight are checked against the queues. One whose job Redis no
+    longer holds (it restarted empty) is free again at once: nothing was sending it. One
+    whose lease ran out while its job still waits in the queue (the workers are busy) keeps
+    its place: its lease is renewed, so it is not sent to the queue twice. Any other whose
+    lease ran out (its worker died mid-attempt) is free again, and dispatched with the rest.
     """
     now = utcnow()
-    enqueued = 0
-    waiting: set[str] | None = None
-    after: tuple[datetime | None, str] | None = None
-    while True:
-        query = Delivery.select(Delivery.id, Delivery.job_id, Delivery.next_attempt_at).where(
-            _free(now)
-        )
-        if after is not None:
-            query = query.where(pw.Tuple(Delivery.next_attempt_at, Delivery.id) > pw.Tuple(*after))
-        due = list(query.order_by(Delivery.next_attempt_at, Delivery.id).limit(batch))
-        if not due:
-            return enqueued
-        if waiting is None:
-            waiting = queue.waiting("webhooks")
-            if waiting is None:  # Redis does not answer: nothing can be enqueued now
-                return enqueued
-        enqueued += _enqueue_lost([d for d in due if d.job_id not in waiting], now)
-        if len(due) < batch:
-            return enqueued
-        after = (due[-1].next_attempt_at, due[-1].id)
+    _free_lost(now)
+    _renew_queued(now)
+    query = Delivery.select(Delivery.tenant).where(_free(now)).distinct().limit(batch)
+    tenants = cast(list[tuple[str]], list(query.tuples()))
+    return sum(dispatch(tenant_id=tenant_id) for (tenant_id,) in tenants)
 
 
-def _enqueue_lost(lost: list[Delivery], now: datetime) -> int:
-    """Enqueue a new job for each of these free deliveries; how many were enqueued."""
-    if not lost:
-        return 0
-    enqueued = 0
-    with database.atomic():
-        for delivery in lost:
-            job_id = new_job_id()
-            # Conditional: of two sweepers that saw the same job missing, one enqueues, and
-            # none does for a delivery a job claimed meanwhile. (== None is IS NULL.)
-            taken = (
-                Delivery.update(job_id=job_id)
-                .where(
-                    (Delivery.id == delivery.id) & (Delivery.job_id == delivery.job_id) & _free(now)
-                )
-                .execute()
+def _free_lost(now: datetime) -> None:
+    # Dispatched at least LOST_AFTER ago: a job enqueued just after its dispatch committed is
+    # not taken for lost.
+    config = current_app.config
+    dispatched_before = now + timedelta(seconds=config["WEBHOOK_LEASE_SECONDS"] - LOST_AFTER_S)
+    held = cast(
+        list[tuple[str, str]],
+        list(
+            Delivery.select(Delivery.id, Delivery.job_id)
+            .where(
+                (Delivery.status == "pending")
+                & (Delivery.lease_until > now)
+                & (Delivery.lease_until < dispatched_before)
+                & Delivery.job_id.is_null(False)
             )
-            if taken:
-                defer_job(delivery.id, job_id)
-                enqueued += 1
-    return enqueued
+            .limit(SWEEP_BATCH)
+            .tuples()
+        ),
+    )
+    gone = queue.lost([job_id for _, job_id in held])
+    if gone:
+        Delivery.update(lease_until=None, job_id=None).where(
+            Delivery.id.in_([delivery_id for delivery_id, job_id in held if job_id in gone])
+            & Delivery.job_id.in_(list(gone))
+        ).execute()
+
+
+def _renew_queued(now: datetime) -> None:
+    lapsed = list(
+        Delivery.select(Delivery.id, Delivery.job_id, Delivery.lane)
+        .where(
+            (Delivery.status == "pending")
+            & (Delivery.lease_until < now)
+            & Delivery.job_id.is_null(False)
+        )
+        .limit(SWEEP_BATCH)
+    )
+    if not lapsed:
+        return
+    waiting: set[str] = set()
+    for lane in {delivery.lane or FAST_LANE for delivery in lapsed}:
+        in_queue = queue.waiting(lane)
+        if in_queue is None:  # Redis does not answer: the jobs are as good as lost
+            return
+        waiting |= in_queue
+    queued = [delivery.id for delivery in lapsed if delivery.job_id in waiting]
+    if queued:
+        lease_until = now + timedelta(seconds=current_app.config["WEBHOOK_LEASE_SECONDS"])
+        Delivery.update(lease_until=lease_until).where(
+            Delivery.id.in_(queued) & (Delivery.lease_until < now)
+        ).execute()
 
 
 def get_delivery(*, tenant: Tenant | None, delivery_id: str) -> Delivery:
@@ -476,7 +685,10 @@ def retry(*, tenant: Tenant | None, actor: Actor, delivery_id: str) -> Delivery:
         delivery.next_attempt_at = now
         delivery.completed_at = None
         delivery.updated_at = now
-        delivery.job_id = job_id = new_job_id()
+        if delivery.lease_until is None or delivery.lease_until < now:
+            # Not in flight: a job it names (one that died, or a row from before dispatch)
+            # sends nothing now; the dispatcher gives it a job of its own when a place frees.
+            delivery.job_id = None
         delivery.save()
         audit.write(
             actor,
@@ -485,7 +697,7 @@ def retry(*, tenant: Tenant | None, actor: Actor, delivery_id: str) -> Delivery:
             target_id=delivery.id,
             details={"webhookId": delivery.webhook_id},
         )
-        defer_job(delivery.id, job_id)
+        defer_dispatch(delivery.tenant_id)
     return delivery
 
 

@@ -84,8 +84,8 @@ def emit(
 ) -> Event:
     """Record an event and one pending delivery per active webhook subscribed to it.
 
-    Call inside the transaction of the change that caused it: the delivery jobs are enqueued
-    once it commits. seq: as record's.
+    Call inside the transaction of the change that caused it: the tenant's deliveries are
+    dispatched once it commits. seq: as record's.
     """
     # Read before record() locks the tenant row: the lock is held for as short a time as can be.
     webhooks = list(
@@ -100,15 +100,13 @@ def emit(
             "tenant": tenant_id,
             "webhook": webhook.id,
             "event": event.id,
-            "job_id": delivery_service.new_job_id(),
         }
         for webhook in webhooks
         if type in webhook.events
     ]
     if deliveries:
         Delivery.insert_many(deliveries).execute()  # one statement for all of them
-    for delivery in deliveries:
-        delivery_service.defer_job(delivery["id"], delivery["job_id"])
+        delivery_service.defer_dispatch(tenant_id)
     return event
 
 

@@ -7,7 +7,9 @@ the job's return value (RQ's result); a worker sends the signed request (the end
 the budget, at most 1 s of it to connect), records the outcome and returns it. Nothing is
 written before the endpoint answers. Each invocation is recorded exactly once, by whichever
 side gets there first (the worker with the answer, or the web process when its wait is over:
-the primary key settles it), and is never retried once sent.
+the primary key settles it), and is never retried once sent. A tenant's live calls take at
+most its share of the function workers at once (FUNCTION_TENANT_SHARE): one beyond it is
+answered function_busy at once, so a tenant's slow endpoints never hold up another's calls.
 
 A test (POST /api/v1/agents/:id/functions/:name/test) is the same request, signed the same
 way with callId call_test, from the same sender with the same budget, and nothing is
@@ -29,9 +31,9 @@ from flask import current_app
 from app import metrics, outbound, queue
 from app.db import database
 from app.errors import Conflict, NotFound
-from app.models import Call, Function, FunctionInvocation, Tenant
+from app.models import AgentVersion, Call, Function, FunctionInvocation, Tenant
 from app.services import agents as agent_service
-from app.services import events
+from app.services import events, snapshots
 from app.services.functions import DEFAULT_TIMEOUT_MS, argument_errors, get_function
 from app.util import new_id, utcnow
 
@@ -84,6 +86,10 @@ class Invocation:
     parameters: dict[str, Any]
     started: float  # Unix time of the request that asked for the call
     timeout_ms: int = DEFAULT_TIMEOUT_MS  # the function's budget then
+    # The endpoint and method of the function's definition in the call's version of its
+    # agent (None: the function's own, as a test has them).
+    endpoint: str | None = None
+    method: str | None = None
 
     @property
     def endpoint_deadline(self) -> float:
@@ -109,23 +115,26 @@ def invoke(*, call_id: str, function_name: str, parameters: dict[str, Any]) -> O
     found = _find(call_id, function_name)
     if found is None:
         raise NotFound(f"Call {call_id} not found.")
-    tenant_id, status, function_id, declared, timeout_ms = found
+    tenant_id, status, definition = found
     if status not in ACTIVE_STATUSES:
         raise Conflict(
             f"Call {call_id} is {status}; functions run only during a call.",
             code="call_not_active",
         )
+    definition = definition or {}
     invocation = Invocation(
         id=new_id("fcall"),
         tenant_id=tenant_id,
         call_id=call_id,
-        function_id=function_id,
+        function_id=definition.get("id"),
         function_name=function_name,
         parameters=parameters,
         started=started,
-        timeout_ms=timeout_ms or DEFAULT_TIMEOUT_MS,
+        timeout_ms=definition.get("timeout_ms") or DEFAULT_TIMEOUT_MS,
+        endpoint=definition.get("endpoint"),
+        method=definition.get("method"),
     )
-    outcome = _refusal(declared, function_name, parameters)
+    outcome = _refusal(definition.get("parameters"), function_name, parameters)
     if outcome is not None:
         _record(invocation, outcome, http_status=None)
     else:
@@ -135,21 +144,37 @@ def invoke(*, call_id: str, function_name: str, parameters: dict[str, Any]) -> O
     return outcome
 
 
-def _find(call_id: str, function_name: str) -> tuple[str, str, str | None, Any, int | None] | None:
-    """The call's tenant id and status, and the id, declared parameters and timeoutMs of its
-    agent's function of that name (None each when it has none); None when there is no such
-    call."""
-    return (
-        Call.select(Call.tenant, Call.status, Function.id, Function.parameters, Function.timeout_ms)
+def _find(call_id: str, function_name: str) -> tuple[str, str, dict[str, Any] | None] | None:
+    """The call's tenant id and status, and the definition of the function of that name in
+    the version of its agent the call was answered with (a version's function entry: id,
+    endpoint, method, parameters, timeout_ms; None when the version has no such function);
+    None when there is no such call. One read: the call with its version's row.
+
+    A call from before versions uses its agent's live function of that name.
+    """
+    found = (
+        Call.select(Call.tenant, Call.status, Call.agent, AgentVersion.functions)
         .join(
-            Function,
+            AgentVersion,
             pw.JOIN.LEFT_OUTER,
-            on=(Function.agent == Call.agent) & (Function.name == function_name),
+            on=(AgentVersion.agent == Call.agent) & (AgentVersion.version == Call.agent_version),
         )
         .where(Call.id == call_id)
         .tuples()
         .first()
     )
+    if found is None:
+        return None
+    tenant_id, status, agent_id, functions = found
+    if functions is None:
+        live = Function.get_or_none(
+            (Function.agent == agent_id)
+            & (Function.name == function_name)
+            & Function.deleted_at.is_null()
+        )
+        return tenant_id, status, None if live is None else snapshots.function_entry(live)
+    entry = next((entry for entry in functions if entry["name"] == function_name), None)
+    return tenant_id, status, entry
 
 
 def _refusal(declared: Any, name: str, parameters: dict[str, Any]) -> Outcome | None:
@@ -203,8 +228,34 @@ def _record(invocation: Invocation, outcome: Outcome, *, http_status: int | None
     return True
 
 
+def tenant_places() -> int:
+    """How many live function calls of one tenant may run at once: its share of the function
+    workers, at least one."""
+    config = current_app.config
+    return max(1, int(config["FUNCTION_WORKERS"] * config["FUNCTION_TENANT_SHARE"]))
+
+
 def _run_and_wait(invocation: Invocation) -> Outcome:
-    """Run the job and wait for its outcome, or function_timeout once the wait is over."""
+    """Run the job and wait for its outcome (function_timeout once the wait is over), while
+    the tenant has a place among the function workers; function_busy at once when it has
+    none."""
+    places, group = tenant_places(), f"functions:{invocation.tenant_id}"
+    held_for = invocation.wait_deadline - time.time() + ANSWER_MARGIN_S
+    if not queue.take_place(group, invocation.id, places=places, seconds=held_for):
+        busy = Outcome.failure(
+            "function_busy",
+            f"Too many of this account's function calls are running at once (at most "
+            f"{places}); the function was not called.",
+        )
+        _record(invocation, busy, http_status=None)
+        return busy
+    try:
+        return _wait_for_job(invocation)
+    finally:
+        queue.give_back_place(group, invocation.id)
+
+
+def _wait_for_job(invocation: Invocation) -> Outcome:
     answer = queue.call(
         "functions",
         INVOKE_JOB,
@@ -272,12 +323,15 @@ def _attempt(function: Function | None, invocation: Invocation) -> tuple[Outcome
 def signed_request(
     function: Function, invocation: Invocation
 ) -> tuple[str, bytes | None, dict[str, str]]:
-    """URL, body and headers of the request to the tenant's endpoint.
+    """URL, body and headers of the request to the tenant's endpoint: the endpoint and
+    method of the invocation's definition (its call's version), signed with the function's
+    current secret.
 
     POST, PUT and PATCH send the JSON body and sign it; GET and DELETE send the values as
     query parameters (JSON-encoded when not strings) and sign the raw query string. While a
     rotated secret overlaps, X-Service-Signature-Previous is signed by the old one.
     """
+    endpoint, method = _target(function, invocation)
     payload = {
         "callId": invocation.call_id,
         "functionName": invocation.function_name,
@@ -286,31 +340,36 @@ def signed_request(
     headers = {"Content-Type": "application/json"}
     previous = function.previous_secret_in_use()  # while a rotated secret overlaps
     keys = [function.signing_secret, *([previous] if previous else [])]
-    if function.method in BODY_METHODS:
+    if method in BODY_METHODS:
         body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
         headers.update(outbound.signature_headers(keys, body))
-        return function.endpoint, body, headers
+        return endpoint, body, headers
     values = {"callId": invocation.call_id, "functionName": invocation.function_name}
     for name, value in invocation.parameters.items():
         values[name] = value if isinstance(value, str) else json.dumps(value)
     query = urlencode(values)
     headers.update(outbound.signature_headers(keys, query.encode()))
-    separator = "&" if "?" in function.endpoint else "?"
-    return f"{function.endpoint}{separator}{query}", None, headers
+    separator = "&" if "?" in endpoint else "?"
+    return f"{endpoint}{separator}{query}", None, headers
+
+
+def _target(function: Function, invocation: Invocation) -> tuple[str, str]:
+    """The endpoint and method to call: the invocation's, else the function's own."""
+    return invocation.endpoint or function.endpoint, invocation.method or function.method
 
 
 def _call_endpoint(function: Function, invocation: Invocation) -> tuple[Outcome, int | None]:
     url, body, headers = signed_request(function, invocation)
+    method = _target(function, invocation)[1]
     remaining = invocation.endpoint_deadline - time.time()
     sender = outbound.sender(current_app.config["ALLOW_PRIVATE_URLS"])
     try:
         response = sender.send(
-            function.method,
+            method,
             url,
             body=body,
             headers=headers,
             timeout=(min(CONNECT_TIMEOUT_S, remaining), remaining),
-            total=remaining,
         )
     except outbound.OutboundTimeout:
         return timed_out(invocation.timeout_ms), None

@@ -1,4 +1,8 @@
-"""Agent functions: definitions the AI may call mid-call, and the rules their arguments obey."""
+"""Agent functions: definitions the AI may call mid-call, and the rules their arguments obey.
+
+Creating, changing or deleting one makes its agent's next version (app.services.snapshots).
+A deleted function keeps its row, out of every list, for the versions that have it.
+"""
 
 from typing import Any, cast
 
@@ -9,7 +13,7 @@ from app.db import unit_of_work
 from app.errors import Conflict, NotFound
 from app.models import Agent, Function, Tenant
 from app.services import agents as agent_service
-from app.services import audit, limits, secrets
+from app.services import audit, limits, secrets, snapshots
 from app.services.audit import Actor
 from app.util import isoformat, new_id, utcnow
 
@@ -29,23 +33,27 @@ JSON_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+LIVE = Function.deleted_at.is_null()
+
+
 def list_functions(*, tenant: Tenant, agent_id: str) -> list[Function]:
     agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
-    return list(Function.select().where(Function.agent == agent).order_by(Function.created_at))
+    query = Function.select().where((Function.agent == agent) & LIVE)
+    return list(query.order_by(Function.created_at))
 
 
 def count_by_agent(*, tenant: Tenant) -> dict[str, int]:
     """How many functions each of the tenant's agents has (agents without any are left out)."""
     query = (
         Function.select(Function.agent, fn.COUNT(Function.id))
-        .where(Function.tenant == tenant)
+        .where((Function.tenant == tenant) & LIVE)
         .group_by(Function.agent)
     )
     return dict(cast(list[tuple[str, int]], list(query.tuples())))
 
 
 def get_function(*, agent: Agent, name: str) -> Function:
-    function = Function.get_or_none((Function.agent == agent) & (Function.name == name))
+    function = Function.get_or_none((Function.agent == agent) & (Function.name == name) & LIVE)
     if function is None:
         raise NotFound(f"Function {name} not found on agent {agent.id}.")
     return function
@@ -54,13 +62,14 @@ def get_function(*, agent: Agent, name: str) -> Function:
 def create_function(
     *, tenant: Tenant, actor: Actor, agent_id: str, secret: str | None = None, **fields: Any
 ) -> Function:
-    """Define a function on one of the tenant's agents; names are unique per agent. The
-    endpoint's host is resolved (the URL rules) before the transaction opens."""
+    """Define a function on one of the tenant's agents; names are unique per agent (among its
+    live functions). Makes the agent's next version. The endpoint's host is resolved (the URL
+    rules) before the transaction opens."""
     outbound.require_safe_url(fields["endpoint"], field="endpoint")
     with unit_of_work():
-        agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
+        agent = agent_service.lock_agent(tenant=tenant, agent_id=agent_id)
         exists = Function.select().where(
-            (Function.agent == agent) & (Function.name == fields["name"])
+            (Function.agent == agent) & (Function.name == fields["name"]) & LIVE
         )
         if exists.exists():
             raise Conflict(f"Agent {agent.id} already has a function named {fields['name']}.")
@@ -72,6 +81,7 @@ def create_function(
             signing_secret=secret or secrets.generate(SECRET_PREFIX),
             **fields,
         )
+        snapshots.record(agent, actor=actor, changes=[snapshots.FUNCTIONS])
         audit.write(
             actor,
             tenant_id=tenant.id,
@@ -86,12 +96,12 @@ def update_function(
     *, tenant: Tenant, actor: Actor, agent_id: str, name: str, **fields: Any
 ) -> Function:
     """Change any of a function's description, endpoint, method, parameters and timeoutMs; a
-    new endpoint's host is resolved before the transaction opens. The audit entry names the
-    fields whose value changed (none: no entry)."""
+    new endpoint's host is resolved before the transaction opens. A change makes the agent's
+    next version; the audit entry names the fields whose value changed (none: no entry)."""
     if "endpoint" in fields:
         outbound.require_safe_url(fields["endpoint"], field="endpoint")
     with unit_of_work():
-        agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
+        agent = agent_service.lock_agent(tenant=tenant, agent_id=agent_id)
         function = get_function(agent=agent, name=name)
         changed = [field for field, value in fields.items() if getattr(function, field) != value]
         for field, value in fields.items():
@@ -99,6 +109,7 @@ def update_function(
         function.updated_at = utcnow()
         function.save()
         if changed:
+            snapshots.record(agent, actor=actor, changes=[snapshots.FUNCTIONS])
             audit.write(
                 actor,
                 tenant_id=tenant.id,
@@ -146,10 +157,14 @@ def rotate_secret(
 
 
 def delete_function(*, tenant: Tenant, actor: Actor, agent_id: str, name: str) -> None:
+    """Take the function off the agent (its next version has it no more). The row stays,
+    deleted, with its signing secret: calls answered with an earlier version still call it."""
     with unit_of_work():
-        agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
+        agent = agent_service.lock_agent(tenant=tenant, agent_id=agent_id)
         function = get_function(agent=agent, name=name)
-        function.delete_instance()
+        function.deleted_at = function.updated_at = utcnow()
+        function.save()
+        snapshots.record(agent, actor=actor, changes=[snapshots.FUNCTIONS])
         audit.write(
             actor,
             tenant_id=tenant.id,
@@ -157,6 +172,48 @@ def delete_function(*, tenant: Tenant, actor: Actor, agent_id: str, name: str) -
             target_id=function.id,
             details={"agentId": agent.id},
         )
+
+
+def restore_definitions(*, agent: Agent, entries: list[dict[str, Any]]) -> bool:
+    """Make the agent's live functions those of a version's entries (inside the restore's
+    transaction): a function of the same name gets the entry's definition and keeps its
+    secret; one the agent no longer has comes back with the secret it had (its row, by the
+    entry's id); the others are deleted. Whether anything changed."""
+    now = utcnow()
+    wanted = {entry["name"]: entry for entry in entries}
+    live = {function.name: function for function in snapshots.live_functions(agent.id)}
+    changed = False
+    for name, gone in live.items():
+        if name not in wanted:
+            gone.deleted_at = gone.updated_at = now
+            gone.save()
+            changed = True
+    for name, entry in wanted.items():
+        definition = {field: entry[field] for field in snapshots.DEFINITION_FIELDS}
+        found = live.get(name)
+        new = False
+        if found is None:
+            found = Function.get_or_none((Function.id == entry["id"]) & (Function.agent == agent))
+            if found is None:  # gone with its secret: a new one, to rotate before use
+                found = Function(
+                    id=new_id("fn"),
+                    tenant=agent.tenant_id,
+                    agent=agent,
+                    name=name,
+                    signing_secret=secrets.generate(SECRET_PREFIX),
+                    created_at=now,
+                )
+                new = True
+            found.deleted_at = None
+        elif all(getattr(found, field) == value for field, value in definition.items()):
+            continue
+        function = found
+        for field, value in definition.items():
+            setattr(function, field, value)
+        function.updated_at = now
+        function.save(force_insert=new)
+        changed = True
+    return changed
 
 
 def _matches(value: Any, spec: dict[str, Any]) -> bool:

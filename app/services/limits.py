@@ -31,7 +31,10 @@ def _agents(tenant_id: str, scope: str | None) -> int:
 
 
 def _functions(tenant_id: str, scope: str | None) -> int:
-    return Function.select().where(Function.agent == scope).count()
+    # Live ones: a deleted function keeps its row for the versions that have it.
+    return (
+        Function.select().where((Function.agent == scope) & Function.deleted_at.is_null()).count()
+    )
 
 
 def _api_keys(tenant_id: str, scope: str | None) -> int:

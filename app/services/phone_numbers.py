@@ -7,6 +7,7 @@ from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Agent, PhoneNumber, Tenant
 from app.services import agents as agent_service
 from app.services import audit
+from app.services import versions as version_service
 from app.services.audit import Actor
 from app.util import new_id, utcnow
 
@@ -46,16 +47,31 @@ def add_number(
 
 
 def assign_agent(
-    *, tenant: Tenant, actor: Actor, number_id: str, agent_id: str | None
+    *,
+    tenant: Tenant,
+    actor: Actor,
+    number_id: str,
+    agent_id: str | None,
+    agent_version: int | None = None,
 ) -> PhoneNumber:
-    """Point a number at one of the tenant's agents, or unassign it with None; the audit entry
-    names the agent (null: unassigned), so the log tells which agent answered when."""
+    """Point a number at one of the tenant's agents, or unassign it with None. With
+    agent_version its calls are answered with that version of the agent (pinned), without it
+    with the agent's latest version at each call. The audit entry names the agent (null:
+    unassigned) and the pinned version, so the log tells which agent answered when."""
+    if agent_version is not None and agent_id is None:
+        raise ValidationFailed(
+            "Invalid value for agentVersion.",
+            details={"agentVersion": ["A number without an agent is pinned to no version."]},
+        )
     with unit_of_work():
         number = get_number(tenant=tenant, number_id=number_id)
         agent: Agent | None = None
         if agent_id is not None:
             agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
+            if agent_version is not None:
+                version_service.check_pin(agent=agent, version=agent_version)
         number.agent = agent
+        number.agent_version = agent_version
         number.updated_at = utcnow()
         number.save()
         audit.write(
@@ -63,6 +79,8 @@ def assign_agent(
             tenant_id=tenant.id,
             action="number.assigned",
             target_id=number.id,
-            details={"agentId": agent_id},
+            details={"agentId": agent_id}
+            if agent_version is None
+            else {"agentId": agent_id, "agentVersion": agent_version},
         )
     return number

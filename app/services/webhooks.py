@@ -186,10 +186,7 @@ def send_test(*, tenant: Tenant, actor: Actor, webhook_id: str) -> Delivery:
             type=TEST_EVENT,
             data={"webhookId": webhook.id, "message": "A test event from the Voice Agent API."},
         )
-        job_id = deliveries.new_job_id()
-        delivery = Delivery.create(
-            id=new_id("dlv"), tenant=tenant, webhook=webhook, event=event, job_id=job_id
-        )
+        delivery = Delivery.create(id=new_id("dlv"), tenant=tenant, webhook=webhook, event=event)
         audit.write(
             actor,
             tenant_id=tenant.id,
@@ -197,7 +194,7 @@ def send_test(*, tenant: Tenant, actor: Actor, webhook_id: str) -> Delivery:
             target_id=webhook.id,
             details={"deliveryId": delivery.id},
         )
-        deliveries.defer_job(delivery.id, job_id)
+        deliveries.defer_dispatch(tenant.id)
     delivery.event = event
     return deliveries.with_attempts([delivery])[0]
 
@@ -214,7 +211,8 @@ def replay(
     """Queue a new delivery to the webhook of every kept event in [since, until) that it
     subscribes to (and that events names, when given); how many were queued.
 
-    One transaction writes the deliveries; their jobs are enqueued once it commits. More than
+    One transaction writes the deliveries; they are dispatched once it commits (a few at a
+    time: the rest wait in the database for the tenant's places). More than
     REPLAY_LIMIT events is ValidationFailed (replay_too_large), and a webhook left with more
     than REPLAY_LIMIT pending deliveries is Conflict (replay_backlog).
     """
@@ -268,12 +266,8 @@ def replay(
                 code="replay_backlog",
                 details={"pending": pending, "limit": REPLAY_LIMIT},
             )
-        jobs = [(new_id("dlv"), deliveries.new_job_id()) for _ in ids]
-        rows = [
-            (delivery_id, tenant.id, webhook.id, event_id, job_id)
-            for (delivery_id, job_id), event_id in zip(jobs, ids, strict=True)
-        ]
-        columns = [Delivery.id, Delivery.tenant, Delivery.webhook, Delivery.event, Delivery.job_id]
+        rows = [(new_id("dlv"), tenant.id, webhook.id, event_id) for event_id in ids]
+        columns = [Delivery.id, Delivery.tenant, Delivery.webhook, Delivery.event]
         for start in range(0, len(rows), INSERT_BATCH):
             batch = rows[start : start + INSERT_BATCH]
             Delivery.insert_many(batch, fields=columns).as_rowcount().execute()
@@ -286,8 +280,9 @@ def replay(
                 "since": isoformat(since),
                 "until": isoformat(until),
                 "events": events,
-                "replayed": len(jobs),
+                "replayed": len(rows),
             },
         )
-        deliveries.defer_jobs(jobs)
-    return len(jobs)
+        if rows:
+            deliveries.defer_dispatch(tenant.id)
+    return len(rows)

@@ -119,6 +119,60 @@ def spec(name: str, timeout_ms: int) -> FunctionSpec:
     return FunctionSpec(name, "Waits.", {"type": "object", "properties": {}}, timeout_ms)
 
 
+def test_each_function_keeps_the_timeout_its_session_gives_it(service):
+    """The session the service hands out carries each function's timeoutMs, and the bridge
+    holds each call of it to that budget: against a service that then stops answering,
+    each one is answered service_unavailable at its own deadline."""
+    functions = [
+        {
+            "name": name,
+            "description": "Waits.",
+            "endpoint": service.endpoint.url + "/orders",
+            "parameters": {"type": "object", "properties": {}},
+            "timeoutMs": timeout_ms,
+        }
+        for name, timeout_ms in (("quick", 500), ("patient", 1500))
+    ]
+    line = set_up_line(
+        service.base_url,
+        name="budgets",
+        did="+6221555302",
+        agent={"name": "Budgets", "systemPrompt": "Be brief."},
+        functions=functions,
+    )
+    silent = Silent()
+
+    async def call():
+        async with RuntimeClient(service.base_url, RUNTIME_TOKEN) as client:
+            started = await client.start_call(did=line.did, caller_number="+6281200000302")
+        async with RuntimeClient(silent.url, RUNTIME_TOKEN) as client:
+            frames = [
+                says("call quick {}"),
+                SleepFrame(2.0),
+                says("call patient {}"),
+                SleepFrame(3),
+            ]
+            bridge = CallBridge(client, started.call, started.session)
+            return started.session, *await run_bridge(bridge, frames)
+
+    try:
+        session, _, events = asyncio.run(call())
+    finally:
+        silent.close()
+    assert session.agent_version == 3  # created, then one version per function
+    assert {spec.name: spec.timeout_ms for spec in session.functions} == {
+        "quick": 500,
+        "patient": 1500,
+    }
+    opening = (FunctionCallEventKind.STARTED, FunctionCallEventKind.IN_PROGRESS)
+    settled = {event.function_name: event for event in events if event.kind not in opening}
+    for name, timeout_ms in (("quick", 500), ("patient", 1500)):
+        event = settled[name]
+        budget = timeout_ms / 1000 + FUNCTION_ANSWER_MARGIN_S + FUNCTION_NETWORK_MARGIN_S
+        assert event.result["error"]["code"] == "service_unavailable"
+        assert budget - 0.1 <= event.timestamp - event.in_progress_at < budget + 0.5, name
+
+
 def test_each_function_keeps_its_own_deadline_when_the_service_does_not_answer():
     """A service that takes the request and says nothing: each function's call is answered
     service_unavailable once its own budget (timeoutMs, the service's margin and the

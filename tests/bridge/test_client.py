@@ -76,8 +76,10 @@ def test_a_started_call_comes_with_its_session(service, line):
         "Halo.",
     )
     assert session.max_call_duration_seconds == 600  # the agent's 10 minutes
+    assert session.agent_version == 2  # created, then its function
     (function,) = session.functions
     assert (function.name, function.parameters) == ("lookup_order", PARAMETERS)
+    assert function.timeout_ms == 5000  # the function's default timeoutMs
     assert session.function("lookup_order") is function and session.function("other") is None
 
 

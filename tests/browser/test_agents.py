@@ -90,7 +90,8 @@ def test_saving_one_changed_field_changes_only_that_field(
     shot("agent-saved")
     after = client.get(f"/api/v1/agents/{agent_id}", headers=headers).json
     changed = {key for key in before if before[key] != after[key]}
-    assert changed == {"maxCallDurationMinutes", "updatedAt"}
+    # A call-facing change makes the agent's next version.
+    assert changed == {"maxCallDurationMinutes", "updatedAt", "version"}
     assert after["maxCallDurationMinutes"] == 25
 
 

@@ -44,7 +44,9 @@ def test_assigning_an_agent_to_a_number_and_then_no_agent(
 
     row.get_by_label(f"Agent for {NUMBER}").select_option(label="Reception")
     row.get_by_role("button", name="Assign agent").click()
-    expect(page.get_by_role("status")).to_have_text(f"{NUMBER} is answered by Reception.")
+    expect(page.get_by_role("status")).to_have_text(
+        f"{NUMBER} is answered by Reception, at its latest version."
+    )
     expect(number_row(page).get_by_role("link", name="Reception")).to_be_visible()
     expect(number_row(page).get_by_label(f"Agent for {NUMBER}")).to_have_value(agent_id)
     shot("assigned")

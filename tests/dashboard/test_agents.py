@@ -195,9 +195,11 @@ def test_saving_one_changed_field_changes_only_that_field(signed_in, post, heade
     assert response.headers["Location"] == f"/dashboard/agents/{agent_id}"
     after = api_agent(signed_in, headers, agent_id).json
     assert after["language"] == "ms"
-    assert {k: v for k, v in after.items() if k not in ("language", "updatedAt")} == {
-        k: v for k, v in before.items() if k not in ("language", "updatedAt")
+    moved = ("language", "updatedAt", "version")
+    assert {k: v for k, v in after.items() if k not in moved} == {
+        k: v for k, v in before.items() if k not in moved
     }
+    assert after["version"] == before["version"] + 1
     assert changes() == [("agent.updated", agent_id, {"fields": ["language"]})]
     assert "Agent saved." in text(signed_in.get(f"{AGENTS}/{agent_id}"))
 

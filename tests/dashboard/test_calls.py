@@ -40,7 +40,7 @@ def test_the_calls_page_lists_a_runtime_call_with_its_columns(signed_in, runtime
         "inbound",
         "+6281234567890",
         did,
-        "Reception",
+        'Reception <span class="muted">version 1</span>',
         "1:35",
         "1:20",
         "2",

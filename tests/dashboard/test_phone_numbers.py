@@ -50,7 +50,7 @@ def test_assign_an_agent_shows_in_the_api(signed_in, post, headers, number, agen
     assert response.status_code == 302 and response.headers["Location"] == NUMBERS
     assert api_number(signed_in, headers, number.id)["agentId"] == agent_id
     page = text(signed_in.get(NUMBERS))
-    assert "+6221555020 is answered by Reception." in page
+    assert "+6221555020 is answered by Reception, at its latest version." in page
     assert f'<option value="{agent_id}" selected>Reception</option>' in page
     assert changes() == [("number.assigned", number.id, {"agentId": agent_id})]
 

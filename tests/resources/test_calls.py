@@ -26,6 +26,7 @@ LIST_FIELDS = {
     "transcriptSummary": str,
     "aiCostIdr": int,
     "metadata": dict,
+    "agentVersion": int,
 }
 DETAIL_FIELDS = {
     **LIST_FIELDS,

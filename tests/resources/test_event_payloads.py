@@ -45,7 +45,8 @@ def test_the_event_union_maps_every_event_to_its_schema(client):
     assert ended["properties"]["data"]["allOf"] == [{"$ref": "#/components/schemas/CallEndedData"}]
     data = spec["components"]["schemas"]["CallEndedData"]
     assert data["properties"]["durationSeconds"]["type"] == "integer"
-    later = {"recordingUrl", "costBreakdown"}  # added after call.ended was first sent
+    # Added after call.ended was first sent.
+    later = {"recordingUrl", "costBreakdown", "agentVersion"}
     assert set(data["required"]) == set(SAMPLES["call.ended"]) - later
     assert data["properties"]["recordingUrl"]["nullable"] is True
 

@@ -78,6 +78,16 @@ def test_functions_are_capped_per_agent(small_caps, client, headers):
     assert client.post(path, json=function("c"), headers=headers).status_code == 201
 
 
+def test_a_deleted_function_frees_its_place(small_caps, client, headers):
+    """A deleted function keeps its row for its agent's versions, but not its place."""
+    agent_id = client.post("/api/v1/agents", json=AGENT, headers=headers).json["id"]
+    path = f"/api/v1/agents/{agent_id}/functions"
+    for name in ("a", "b"):
+        assert client.post(path, json=function(name), headers=headers).status_code == 201
+    assert client.delete(f"{path}/a", headers=headers).status_code == 204
+    assert client.post(path, json=function("c"), headers=headers).status_code == 201
+
+
 def test_active_keys_are_capped_and_a_revoked_key_frees_its_place(small_caps, app, tenant):
     with app.app_context():
         first, _ = key_service.create_key(actor=ACTOR, tenant=tenant, name="one")

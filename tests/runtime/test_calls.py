@@ -5,10 +5,11 @@ from datetime import timedelta
 import pytest
 
 from app import create_app
-from app.models import Agent, Call, CreditTransaction, Delivery, Event, Function, Tenant, Webhook
+from app.models import Agent, Call, CreditTransaction, Delivery, Event, Tenant, Webhook
 from app.services import agents as agent_service
 from app.services import billing
 from app.services import calls as call_service
+from app.services import functions as function_service
 from app.services import phone_numbers as number_service
 from app.util import new_id, utcnow
 from tests.call_flow import CALLER, RUNTIME, answer, end, end_body, start, whole_call
@@ -16,6 +17,7 @@ from tests.helpers import ACTOR, assert_error
 
 SESSION_FIELDS = {
     "agentId",
+    "agentVersion",
     "systemPrompt",
     "voiceId",
     "greetingText",
@@ -201,21 +203,32 @@ def test_a_hold_stands_for_the_allowance_and_the_grace(client, runtime_headers, 
 
 def test_session_lists_the_agents_functions(client, runtime_headers, tenant, agent_id, did):
     parameters = {"type": "object", "properties": {}, "required": []}
-    for name in ("lookup_order", "book_visit"):
-        Function.create(
-            id=new_id("fn"),
+    for name, timeout_ms in (("lookup_order", 5000), ("book_visit", 1500)):
+        function_service.create_function(
+            actor=ACTOR,
             tenant=tenant,
-            agent=agent_id,
+            agent_id=agent_id,
             name=name,
             description=f"Does {name}.",
             endpoint="http://127.0.0.1:9/x",
             parameters=parameters,
-            signing_secret="s" * 16,
+            timeout_ms=timeout_ms,
         )
-    functions = start(client, runtime_headers, did).json["session"]["functions"]
-    assert functions == [
-        {"name": "book_visit", "description": "Does book_visit.", "parameters": parameters},
-        {"name": "lookup_order", "description": "Does lookup_order.", "parameters": parameters},
+    session = start(client, runtime_headers, did).json["session"]
+    assert session["agentVersion"] == 3
+    assert session["functions"] == [
+        {
+            "name": "book_visit",
+            "description": "Does book_visit.",
+            "parameters": parameters,
+            "timeoutMs": 1500,
+        },
+        {
+            "name": "lookup_order",
+            "description": "Does lookup_order.",
+            "parameters": parameters,
+            "timeoutMs": 5000,
+        },
     ]
 
 
@@ -451,6 +464,7 @@ def test_ended_emits_call_ended_with_every_field(client, runtime_headers, did):
             "aiCostIdr": 1200,
             "recordingUrl": None,
             "costBreakdown": None,
+            "agentVersion": 1,
         }
     ]
 
@@ -653,7 +667,14 @@ def test_event_data_types_follow_the_spec(client, runtime_headers, did):
         "transcriptSummary",
         "startedAt",
     }
-    integers = {"durationSeconds", "talkTimeSeconds", "aiCostIdr", "balanceMinutes", "threshold"}
+    integers = {
+        "durationSeconds",
+        "talkTimeSeconds",
+        "aiCostIdr",
+        "balanceMinutes",
+        "threshold",
+        "agentVersion",
+    }
     nullable = {"recordingUrl": str, "costBreakdown": dict}  # null when not reported
     for event in Event.select():
         for name, value in event.data.items():

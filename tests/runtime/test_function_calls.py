@@ -12,9 +12,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from app.models import Event, Function, FunctionInvocation
+from app.models import AgentVersion, Event, Function, FunctionInvocation
 from tests.call_flow import RUNTIME, answer, end, start
-from tests.helpers import assert_error
+from tests.helpers import ACTOR, assert_error
 from tests.receiver import Answer, Receiver
 
 SECRET = "fsec-test-secret-0123456789"
@@ -79,10 +79,21 @@ def define(client, headers, agent_id, url, *, name="lookup_order", method="POST"
 
 
 @pytest.fixture
-def call_id(client, runtime_headers, did):
-    call = start(client, runtime_headers, did).json["id"]
-    assert answer(client, runtime_headers, call).status_code == 200
-    return call
+def open_call(client, runtime_headers, did):
+    """Starts and answers a call, which is answered with its agent's version then: a test
+    defines the functions the call uses first."""
+
+    def open_call():
+        call = start(client, runtime_headers, did).json["id"]
+        assert answer(client, runtime_headers, call).status_code == 200
+        return call
+
+    return open_call
+
+
+@pytest.fixture
+def call_id(open_call):
+    return open_call()
 
 
 def invoke(client, runtime_headers, call_id, name="lookup_order", **parameters):
@@ -98,9 +109,10 @@ def invoke(client, runtime_headers, call_id, name="lookup_order", **parameters):
 
 
 def test_post_function_is_signed_and_its_json_comes_back(
-    client, headers, runtime_headers, agent_id, call_id, endpoint
+    client, headers, runtime_headers, agent_id, open_call, endpoint
 ):
     define(client, headers, agent_id, endpoint.url + "/orders")
+    call_id = open_call()
     response = invoke(client, runtime_headers, call_id, orderId="A-17", quantity=2)
     assert response.status_code == 200
     [request] = endpoint.requests
@@ -118,9 +130,10 @@ def test_post_function_is_signed_and_its_json_comes_back(
 
 
 def test_get_function_sends_and_signs_the_query_string(
-    client, headers, runtime_headers, agent_id, call_id, endpoint
+    client, headers, runtime_headers, agent_id, open_call, endpoint
 ):
     define(client, headers, agent_id, endpoint.url + "/orders", method="GET")
+    call_id = open_call()
     response = invoke(client, runtime_headers, call_id, orderId="A 17", express=True)
     assert "result" in response.json
     [request] = endpoint.requests
@@ -137,9 +150,10 @@ def test_get_function_sends_and_signs_the_query_string(
 
 
 def test_invocation_is_recorded_counted_and_emits_function_called(
-    client, headers, runtime_headers, agent_id, call_id, endpoint
+    client, headers, runtime_headers, agent_id, open_call, endpoint
 ):
     define(client, headers, agent_id, endpoint.url + "/orders")
+    call_id = open_call()
     invoke(client, runtime_headers, call_id, orderId="A-17")
     record = FunctionInvocation.get()
     assert (record.status, record.http_status, record.function_name) == (
@@ -167,9 +181,10 @@ def test_invocation_is_recorded_counted_and_emits_function_called(
     ],
 )
 def test_bad_parameters_never_reach_the_endpoint(
-    client, headers, runtime_headers, agent_id, call_id, endpoint, parameters, field
+    client, headers, runtime_headers, agent_id, open_call, endpoint, parameters, field
 ):
     define(client, headers, agent_id, endpoint.url + "/orders")
+    call_id = open_call()
     response = invoke(client, runtime_headers, call_id, **parameters)
     assert response.status_code == 200
     assert response.json["error"]["code"] == "invalid_parameters"
@@ -197,9 +212,10 @@ def test_unknown_function(client, runtime_headers, call_id):
     ],
 )
 def test_endpoint_failures_give_their_code_in_time(
-    client, headers, runtime_headers, agent_id, call_id, endpoint, path, code
+    client, headers, runtime_headers, agent_id, open_call, endpoint, path, code
 ):
     define(client, headers, agent_id, endpoint.url + path)
+    call_id = open_call()
     response = invoke(client, runtime_headers, call_id, orderId="A")
     assert response.status_code == 200
     assert set(response.json) == {"error"}
@@ -208,9 +224,10 @@ def test_endpoint_failures_give_their_code_in_time(
 
 
 def test_a_slow_endpoint_times_out_at_the_default_budget_of_5_s(
-    client, headers, runtime_headers, agent_id, call_id, endpoint
+    client, headers, runtime_headers, agent_id, open_call, endpoint
 ):
     define(client, headers, agent_id, endpoint.url + "/sleep")
+    call_id = open_call()
     response = invoke(client, runtime_headers, call_id, orderId="A")
     assert response.json == {
         "error": {"code": "function_timeout", "message": "The function did not answer within 5 s."}
@@ -229,10 +246,11 @@ def slow_or_quick(request):
     ("timeout_ms", "code"), [(500, "function_timeout"), (2000, None), (5000, None)]
 )
 def test_a_call_keeps_to_its_functions_timeout(
-    client, headers, runtime_headers, agent_id, call_id, timeout_ms, code
+    client, headers, runtime_headers, agent_id, open_call, timeout_ms, code
 ):
     with Receiver(slow_or_quick) as slow:
         define(client, headers, agent_id, slow.url + "/slow", timeout_ms=timeout_ms)
+        call_id = open_call()
         started = time.monotonic()
         response = invoke(client, runtime_headers, call_id, orderId="A")
         elapsed = time.monotonic() - started
@@ -250,33 +268,43 @@ def test_a_call_keeps_to_its_functions_timeout(
 
 
 def test_a_changed_timeout_holds_from_the_next_call(
-    client, headers, runtime_headers, agent_id, call_id, endpoint
+    client, headers, runtime_headers, agent_id, open_call
 ):
-    define(client, headers, agent_id, endpoint.url + "/sleep")
-    client.patch(
-        f"/api/v1/agents/{agent_id}/functions/lookup_order",
-        json={"timeoutMs": 600},
-        headers=headers,
-    )
-    started = time.monotonic()
-    response = invoke(client, runtime_headers, call_id, orderId="A")
-    assert time.monotonic() - started < 0.6 + 0.5
-    assert response.json["error"]["message"] == "The function did not answer within 0.6 s."
+    """A call keeps the timeout of the version it was answered with; the next call has the
+    changed one."""
+    with Receiver(slow_or_quick) as slow:
+        define(client, headers, agent_id, slow.url + "/slow", timeout_ms=2000)
+        first = open_call()
+        client.patch(
+            f"/api/v1/agents/{agent_id}/functions/lookup_order",
+            json={"timeoutMs": 600},
+            headers=headers,
+        )
+        second = open_call()
+        started = time.monotonic()
+        response = invoke(client, runtime_headers, second, orderId="A")
+        assert time.monotonic() - started < 0.6 + 0.5
+        assert response.json["error"]["message"] == "The function did not answer within 0.6 s."
+        assert invoke(client, runtime_headers, first, orderId="A").json == {
+            "result": {"status": "shipped"}
+        }
 
 
-def test_refused_connection_is_unreachable(client, headers, runtime_headers, agent_id, call_id):
+def test_refused_connection_is_unreachable(client, headers, runtime_headers, agent_id, open_call):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     define(client, headers, agent_id, f"http://127.0.0.1:{port}/orders")
+    call_id = open_call()
     response = invoke(client, runtime_headers, call_id, orderId="A")
     assert response.json["error"]["code"] == "function_unreachable"
 
 
 def test_private_endpoint_is_unreachable_when_private_urls_are_off(
-    app, client, headers, runtime_headers, agent_id, call_id, endpoint
+    app, client, headers, runtime_headers, agent_id, open_call, endpoint
 ):
     define(client, headers, agent_id, endpoint.url + "/orders")
+    call_id = open_call()
     app.config["ALLOW_PRIVATE_URLS"] = False
     response = invoke(client, runtime_headers, call_id, orderId="A")
     assert response.json["error"]["code"] == "function_unreachable"
@@ -284,11 +312,15 @@ def test_private_endpoint_is_unreachable_when_private_urls_are_off(
 
 
 def test_stored_endpoint_with_no_host_name_is_unreachable_at_once(
-    client, headers, runtime_headers, agent_id, call_id, endpoint
+    client, headers, runtime_headers, agent_id, open_call, endpoint
 ):
     define(client, headers, agent_id, endpoint.url + "/orders")
     # Written directly: registration refuses this URL (tests/resources/test_functions.py).
     Function.update(endpoint="https://a..b/x").execute()
+    version = AgentVersion.get(AgentVersion.agent == agent_id, AgentVersion.version == 2)
+    version.functions = [{**version.functions[0], "endpoint": "https://a..b/x"}]
+    version.save()
+    call_id = open_call()
     started = time.monotonic()
     response = invoke(client, runtime_headers, call_id, orderId="A")
     assert time.monotonic() - started < 1
@@ -298,9 +330,10 @@ def test_stored_endpoint_with_no_host_name_is_unreachable_at_once(
 
 
 def test_function_call_on_ended_call_is_conflict(
-    client, headers, runtime_headers, agent_id, call_id, endpoint
+    client, headers, runtime_headers, agent_id, open_call, endpoint
 ):
     define(client, headers, agent_id, endpoint.url + "/orders")
+    call_id = open_call()
     end(client, runtime_headers, call_id)
     error = assert_error(
         invoke(client, runtime_headers, call_id, orderId="A"), 409, "call_not_active"
@@ -376,12 +409,65 @@ def test_a_job_whose_function_was_deleted_records_unknown_function(call_id, endp
 
 
 def test_a_late_job_sends_nothing_and_records_a_timeout(
-    client, headers, agent_id, call_id, endpoint
+    client, headers, agent_id, open_call, endpoint
 ):
     from app.models import Function
     from app.services import function_calls
 
     define(client, headers, agent_id, endpoint.url + "/orders")
+    call_id = open_call()
     function_calls.run(job_for(call_id, Function.get().id, started=time.time() - 6))
     assert FunctionInvocation.get_by_id("fcall_job").error_code == "function_timeout"
     assert endpoint.requests == []
+
+
+def test_a_call_beyond_the_tenants_share_of_workers_is_busy_at_once(
+    app, client, headers, runtime_headers, agent_id, open_call, other_tenant, other_headers
+):
+    """A tenant whose calls hold its share of the function workers (one of two here) gets
+    function_busy at once, recorded like any outcome, without its endpoint being called;
+    another tenant's call of the same moment is made."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app.services import billing
+    from app.services import phone_numbers as number_service
+
+    app.config.update(FUNCTION_WORKERS=2, FUNCTION_TENANT_SHARE=0.5)
+    with Receiver(slow_or_quick) as endpoint:
+        define(client, headers, agent_id, endpoint.url + "/slow", timeout_ms=1500)
+        call_id = open_call()
+        other_agent = client.post(
+            "/api/v1/agents", json={"name": "B", "systemPrompt": "Hi."}, headers=other_headers
+        ).json["id"]
+        define(client, other_headers, other_agent, endpoint.url + "/quick")
+        number = number_service.add_number(
+            actor=ACTOR, tenant=other_tenant, display_number="+6221555302"
+        )
+        number_service.assign_agent(
+            actor=ACTOR, tenant=other_tenant, number_id=number.id, agent_id=other_agent
+        )
+        billing.grant(actor=ACTOR, tenant=other_tenant, minutes=10)
+        other_call = start(client, runtime_headers, "+6221555302").json["id"]
+        answer(client, runtime_headers, other_call)
+        with ThreadPoolExecutor(1) as pool:
+            holding = pool.submit(invoke, app.test_client(), runtime_headers, call_id, orderId="A")
+            endpoint.wait_for(1)
+            started = time.monotonic()
+            busy = invoke(client, runtime_headers, call_id, orderId="B")
+            assert time.monotonic() - started < 0.3
+            other = invoke(client, runtime_headers, other_call, orderId="C")
+            assert holding.result().json == {"result": {"status": "shipped"}}
+        assert len(endpoint.requests) == 2  # the first call's and the other tenant's
+    assert busy.status_code == 200
+    assert busy.json == {
+        "error": {
+            "code": "function_busy",
+            "message": "Too many of this account's function calls are running at once (at "
+            "most 1); the function was not called.",
+        }
+    }
+    assert other.json["result"]["status"] == "shipped"
+    codes = [record.error_code for record in FunctionInvocation.select()]
+    assert sorted(codes, key=str) == sorted([None, None, "function_busy"], key=str)
+    # The place is free again once the call in hand has its answer.
+    assert invoke(client, runtime_headers, call_id, orderId="D").json["result"]

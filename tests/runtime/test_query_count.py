@@ -20,12 +20,17 @@ from tests.call_flow import RUNTIME, answer, end, start
 from tests.helpers import ACTOR
 
 TABLE = re.compile(r'^(?:(UPDATE|INSERT) (?:INTO )?|(SELECT) .*? FROM )"?(\w+)', re.S)
+FUNCTION = re.compile(r"^SELECT (\w+)\(", re.S)  # a SELECT of a function alone: a lock
 
 
 def kind(sql: str) -> str:
-    """'SELECT phone_number', 'UPDATE call', ...: the verb and the first table named."""
+    """'SELECT phone_number', 'UPDATE call', ...: the verb and the first table named (or the
+    function a SELECT without a table calls: 'SELECT pg_advisory_xact_lock')."""
     match = TABLE.match(sql.strip())
-    assert match, sql
+    if match is None:
+        match = FUNCTION.match(sql.strip())
+        assert match, sql
+        return f"SELECT {match.group(1)}"
     verb = match.group(1) or match.group(2)
     return f"{verb} {match.group(3)}"
 
@@ -91,7 +96,19 @@ def test_a_call_lifecycle_runs_20_statements(client, runtime_headers, did):
     assert sum(map(len, steps.values())) == 20
 
 
-def test_a_subscribed_webhook_adds_one_insert_per_event(client, runtime_headers, tenant, did):
+def dispatched(steps: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The statements of each step's dispatch after its commit (taken out of steps): they
+    start with its first read of the deliveries."""
+    found = {}
+    for step, seen in steps.items():
+        first = seen.index("SELECT delivery") if "SELECT delivery" in seen else len(seen)
+        found[step], steps[step] = seen[first:], seen[:first]
+    return found
+
+
+def test_a_subscribed_webhook_adds_one_insert_per_event_and_a_dispatch(
+    client, runtime_headers, tenant, did
+):
     for url in ("http://127.0.0.1:9/a", "http://127.0.0.1:9/b"):
         webhook_service.create_webhook(
             actor=ACTOR,
@@ -101,6 +118,7 @@ def test_a_subscribed_webhook_adds_one_insert_per_event(client, runtime_headers,
             secret="s" * 32,
         )
     steps = run_lifecycle(client, runtime_headers, did)
+    dispatches = dispatched(steps)
     # Both webhooks' deliveries of an event are one INSERT; unsubscribed events write none.
     assert steps == {
         **LIFECYCLE,
@@ -114,6 +132,21 @@ def test_a_subscribed_webhook_adds_one_insert_per_event(client, runtime_headers,
         "ended": ["UPDATE call", *EVENT, "INSERT delivery", *CHARGE],
     }
     assert Delivery.select().count() == 4
+    # After the commit, the dispatch: a look at the places and the next due deliveries; when
+    # one may go, the tenant's dispatch lock (PostgreSQL's advisory lock; on SQLite the
+    # transaction's own), the same two reads under it and a conditional UPDATE each.
+    look = ["SELECT delivery"] * 2
+    locked = look + ([] if db.is_sqlite() else ["SELECT pg_advisory_xact_lock"]) + look
+    assert dispatches["start"] == locked + ["UPDATE delivery"] * 2
+    assert dispatches["answered"] == dispatches["transcript"] == []
+    assert dispatches["ended"] in (
+        look,  # the first two are still in flight: no place is free
+        locked + ["UPDATE delivery"] * 2,
+        locked + ["UPDATE delivery"],
+        # one delivery taken, the other's webhook filled meanwhile: one more look finds none
+        locked + ["UPDATE delivery", "SELECT delivery"],
+        locked,  # a place freed between the look and the lock, taken again
+    )
 
 
 def test_a_provider_call_id_adds_the_lookup_of_a_repeat(client, runtime_headers, did):

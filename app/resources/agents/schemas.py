@@ -110,6 +110,13 @@ class AgentSchema(Schema):
         allow_none=True,
         metadata={"description": "Number for human escalation (E.164), or null."},
     )
+    version = fields.Integer(
+        required=True,
+        metadata={
+            "description": "Its latest version: 1 when created, one more at every change to "
+            "what a call uses (GET /agents/:id/versions)."
+        },
+    )
     created_at = Timestamp(required=True)
     updated_at = Timestamp(required=True)
 

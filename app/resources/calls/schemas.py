@@ -1,9 +1,11 @@
 """Call schemas: SPEC.md section 2's fields in camelCase; the list's query parameters."""
 
-from marshmallow import fields, validate
+from typing import Any
+
+from marshmallow import ValidationError, fields, validate, validates_schema
 
 from app.resources.common import PageArgsSchema, PaginationSchema, Schema
-from app.resources.fields import DateOrTimestamp, PhoneNumberQuery, Timestamp
+from app.resources.fields import MAX_INT32, DateOrTimestamp, PhoneNumberQuery, Timestamp
 from app.services.calls import COST_COMPONENTS, DIRECTIONS, STATUSES, TURN_ROLES
 
 
@@ -60,6 +62,15 @@ class CallSchema(Schema):
     )
     metadata = fields.Dict(
         required=True, metadata={"description": "Free-form object from the runtime."}
+    )
+    agent_version = fields.Integer(
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "The version of the agent it was answered with (GET "
+            "/agents/:id/versions/:n); null when no agent took it, and for calls from before "
+            "versions."
+        },
     )
 
 
@@ -169,6 +180,12 @@ class CallQueryArgsSchema(PageArgsSchema):
         metadata={"description": "Only calls with startedAt < this (a date means 00:00Z)."}
     )
     agent_id = fields.String(metadata={"description": "Only this agent's."})
+    agent_version = fields.Integer(
+        validate=validate.Range(1, MAX_INT32),
+        metadata={
+            "description": "Only calls answered with this version of the agent: needs agentId."
+        },
+    )
     phone_number_id = fields.String(metadata={"description": "Only calls on this number."})
     caller_number = PhoneNumberQuery(
         metadata={
@@ -180,3 +197,8 @@ class CallQueryArgsSchema(PageArgsSchema):
         validate=validate.OneOf(DIRECTIONS),
         metadata={"description": "inbound or outbound.", "enum": DIRECTIONS},
     )
+
+    @validates_schema
+    def version_of_an_agent(self, data: dict[str, Any], **kwargs: Any) -> None:
+        if "agent_version" in data and "agent_id" not in data:
+            raise ValidationError("A version is an agent's: send agentId with it.", "agentVersion")

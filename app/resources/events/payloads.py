@@ -99,6 +99,13 @@ class CallEndedDataSchema(DataSchema):
             "(absent from events recorded before the service had it)."
         },
     )
+    agent_version = fields.Integer(
+        allow_none=True,
+        metadata={
+            "description": "The version of the agent the call was answered with, or null when "
+            "no agent took it (absent from events recorded before the service had versions)."
+        },
+    )
 
 
 class CallCostsSchema(DataSchema):

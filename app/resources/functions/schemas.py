@@ -292,7 +292,9 @@ class FunctionErrorSchema(Schema):
         required=True,
         metadata={
             "description": "unknown_function, invalid_parameters, function_timeout, "
-            "function_http_error, function_invalid_response or function_unreachable."
+            "function_http_error, function_invalid_response or function_unreachable; in a "
+            "live call also function_busy (the tenant's calls already take their share of the "
+            "function workers: the endpoint was not called)."
         },
     )
     message = fields.String(required=True, metadata={"description": "What went wrong."})

@@ -35,10 +35,12 @@ class AssignAgent(MethodView):
     @blp.alt_response(404, response="NOT_FOUND")
     @blp.doc(operationId="assignAgent")
     def post(self, fields, number_id):
-        """Assign an agent to a phone number"""
+        """Assign an agent to a phone number
+
+        The number's calls are answered by the agent at its latest version, or, with
+        agentVersion, at that version (pinned): test a new version on one number, then move
+        the main one.
+        """
         return number_service.assign_agent(
-            tenant=current_tenant(),
-            actor=current_actor(),
-            number_id=number_id,
-            agent_id=fields["agent_id"],
+            tenant=current_tenant(), actor=current_actor(), number_id=number_id, **fields
         )

@@ -1,9 +1,9 @@
 """Phone number schemas."""
 
-from marshmallow import fields
+from marshmallow import fields, validate
 
 from app.resources.common import Schema
-from app.resources.fields import Timestamp
+from app.resources.fields import MAX_INT32, StrictInteger, Timestamp
 
 
 class PhoneNumberSchema(Schema):
@@ -27,6 +27,15 @@ class PhoneNumberSchema(Schema):
         allow_none=True,
         metadata={"description": "The assigned agent, or null."},
     )
+    agent_version = fields.Integer(
+        dump_only=True,
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "The agent's version its calls are answered with (pinned), or null: "
+            "the agent's latest version at each call."
+        },
+    )
     created_at = Timestamp(dump_only=True, required=True)
 
 
@@ -39,4 +48,14 @@ class AssignAgentSchema(Schema):
         required=True,
         allow_none=True,
         metadata={"description": "An agent of yours, or null to unassign the number."},
+    )
+    agent_version = StrictInteger(
+        load_default=None,
+        allow_none=True,
+        validate=validate.Range(1, MAX_INT32),
+        metadata={
+            "description": "Pin the number to this version of the agent (one it has, else "
+            "422): its calls are answered with that version until the number is assigned "
+            "again. Absent or null: the number follows the agent's latest version."
+        },
     )
