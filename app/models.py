@@ -124,6 +124,68 @@ class PhoneNumber(BaseModel):
         indexes = ((("tenant", "created_at"), False),)
 
 
+class Campaign(BaseModel):
+    """A batch of outbound calls: its contacts are placed by the sweep inside its schedule
+    window, at most max_concurrent_calls queued or in progress at once (app.services.campaigns)."""
+
+    id = id_field()
+    tenant = pw.ForeignKeyField(Tenant, backref="campaigns", on_delete="CASCADE")
+    name = pw.CharField(max_length=100)
+    phone_number = pw.ForeignKeyField(PhoneNumber, null=True, on_delete="SET NULL")
+    agent = pw.ForeignKeyField(Agent, null=True, on_delete="SET NULL")
+    status = pw.CharField(max_length=16, default="running")  # running|paused|canceled|completed
+    max_concurrent_calls = pw.IntegerField(default=1)
+    # The schedule window, in the campaign's time zone; all None: any time.
+    timezone = pw.CharField(max_length=64, null=True)  # IANA name
+    days = JSONField(null=True)  # ["mon", …]
+    window_start = pw.CharField(max_length=5, null=True)  # "09:00"
+    window_end = pw.CharField(max_length=5, null=True)  # "17:00", after the start
+    max_attempts = pw.IntegerField(default=1)
+    retry_delay_minutes = pw.IntegerField(default=60)
+    retry_on = JSONField(default=list)  # outcomes retried: no_answer, busy, voicemail, failed
+    # Contacts by status, kept with every change of a contact (no COUNT over the contacts):
+    # in_progress_count is what the concurrency cap compares with max_concurrent_calls.
+    total_count = pw.IntegerField(default=0)
+    pending_count = pw.IntegerField(default=0)
+    in_progress_count = pw.IntegerField(default=0)
+    completed_count = pw.IntegerField(default=0)
+    failed_count = pw.IntegerField(default=0)
+    created_at = pw.DateTimeField(default=utcnow)
+    updated_at = pw.DateTimeField(default=utcnow)
+    completed_at = pw.DateTimeField(null=True)
+
+    class Meta:
+        indexes = (
+            (("tenant", "created_at", "id"), False),
+            # The sweep's campaigns: the running ones.
+            (("status", "created_at"), False),
+        )
+
+
+class CampaignContact(BaseModel):
+    """One number of a campaign, its variables and where it stands: pending (due at
+    next_attempt_at), in_progress (its call is queued or under way), completed or failed."""
+
+    id = id_field()
+    campaign = pw.ForeignKeyField(Campaign, backref="contacts", on_delete="CASCADE")
+    seq = pw.IntegerField()  # 1, 2, 3, … in the order the contacts were given
+    to_number = pw.CharField(max_length=16)
+    variables = JSONField(default=dict)
+    status = pw.CharField(max_length=16, default="pending")
+    attempts = pw.IntegerField(default=0)  # calls placed for it
+    next_attempt_at = pw.DateTimeField(null=True)  # while pending: not placed before then
+    last_outcome = pw.CharField(max_length=32, null=True)  # completed, no_answer, busy, …
+    updated_at = pw.DateTimeField(default=utcnow)
+
+    class Meta:
+        indexes = (
+            (("campaign", "seq"), True),
+            # The sweep's due contacts of a campaign; a campaign's contacts by status.
+            (("campaign", "status", "next_attempt_at", "seq"), False),
+            (("campaign", "status", "seq"), False),
+        )
+
+
 class Call(BaseModel):
     id = id_field()
     tenant = pw.ForeignKeyField(Tenant, backref="calls", on_delete="CASCADE")
@@ -165,6 +227,11 @@ class Call(BaseModel):
     # against these in the UPDATE that takes the next turns' seqs.
     turns_count = pw.IntegerField(default=0, constraints=[pw.SQL("DEFAULT 0")])
     turns_bytes = pw.IntegerField(default=0, constraints=[pw.SQL("DEFAULT 0")])
+    # An outbound call placed through the API or a campaign: when it was queued (dispatch
+    # hands queued calls out oldest first), and the campaign contact it calls, if any.
+    queued_at = pw.DateTimeField(null=True)
+    campaign = pw.ForeignKeyField(Campaign, null=True, on_delete="SET NULL")
+    contact = pw.ForeignKeyField(CampaignContact, null=True, on_delete="SET NULL")
 
     @property
     def cost_breakdown(self) -> dict[str, int | None] | None:
@@ -188,6 +255,11 @@ class Call(BaseModel):
             (("tenant", "phone_number", "started_at", "id"), False),
             (("tenant", "direction", "started_at", "id"), False),
             (("tenant", "caller_number", "started_at", "id"), False),
+            # Dispatch: the queued calls, oldest first.
+            (("status", "queued_at", "id"), False),
+            # A campaign's queued calls (canceled with it); a contact's calls.
+            (("campaign", "status"), False),
+            (("contact", "queued_at"), False),
         )
 
 
@@ -430,6 +502,8 @@ ALL_MODELS = [
     UserSession,
     Agent,
     PhoneNumber,
+    Campaign,
+    CampaignContact,
     Call,
     CallTurn,
     CreditTransaction,

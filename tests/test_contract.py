@@ -301,12 +301,21 @@ def transcribes_nothing_or_backwards(case) -> bool:
 
 
 def names_a_variable_badly(case) -> bool:
-    """Variables whose names break the pattern their description states (OpenAPI 3.0 has no
-    propertyNames)."""
-    body = case.body if case.operation.path == "/internal/v1/calls" else None
-    variables = body.get("variables") if isinstance(body, dict) else None
-    return isinstance(variables, dict) and any(
-        not re.fullmatch(call_service.VARIABLE_NAME, name) for name in variables
+    """Variables (of a call, or of a campaign's contacts) whose names break the pattern their
+    description states (OpenAPI 3.0 has no propertyNames)."""
+    body = case.body if isinstance(case.body, dict) else {}
+    if case.operation.path in ("/internal/v1/calls", "/api/v1/calls"):
+        sets = [body.get("variables")]
+    elif case.operation.path == "/api/v1/campaigns" and isinstance(body.get("contacts"), list):
+        sets = [
+            contact.get("variables") for contact in body["contacts"] if isinstance(contact, dict)
+        ]
+    else:
+        return False
+    return any(
+        isinstance(variables, dict)
+        and any(not re.fullmatch(call_service.VARIABLE_NAME, name) for name in variables)
+        for variables in sets
     )
 
 
