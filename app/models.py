@@ -154,6 +154,37 @@ class Campaign(BaseModel):
     updated_at = pw.DateTimeField(default=utcnow)
     completed_at = pw.DateTimeField(null=True)
 
+    @property
+    def schedule(self) -> dict[str, Any] | None:
+        """The window calls are placed in, or None: any time."""
+        if self.timezone is None:
+            return None
+        return {
+            "timezone": self.timezone,
+            "days": self.days,
+            "start": self.window_start,
+            "end": self.window_end,
+        }
+
+    @property
+    def retry(self) -> dict[str, Any]:
+        return {
+            "max_attempts": self.max_attempts,
+            "delay_minutes": self.retry_delay_minutes,
+            "on": self.retry_on,
+        }
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """The contacts by status."""
+        return {
+            "total": self.total_count,
+            "pending": self.pending_count,
+            "in_progress": self.in_progress_count,
+            "completed": self.completed_count,
+            "failed": self.failed_count,
+        }
+
     class Meta:
         indexes = (
             (("tenant", "created_at", "id"), False),
@@ -176,6 +207,7 @@ class CampaignContact(BaseModel):
     next_attempt_at = pw.DateTimeField(null=True)  # while pending: not placed before then
     last_outcome = pw.CharField(max_length=32, null=True)  # completed, no_answer, busy, …
     updated_at = pw.DateTimeField(default=utcnow)
+    call_ids: list[str]  # not a column: filled by campaigns.list_contacts
 
     class Meta:
         indexes = (

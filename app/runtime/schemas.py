@@ -13,6 +13,7 @@ from app.services.calls import (
     COST_COMPONENTS,
     DIRECTIONS,
     END_STATUSES,
+    MAX_DISPATCH,
     MAX_METADATA_BYTES,
     MAX_TURN_BYTES,
     MAX_TURNS,
@@ -104,6 +105,27 @@ class StartedCallSchema(CallDetailSchema):
         if attr == "session":
             return obj.session
         return super().get_attribute(obj.call, attr, default)
+
+
+class DispatchSchema(Schema):
+    max = StrictInteger(
+        load_default=1,
+        validate=validate.Range(1, MAX_DISPATCH),
+        metadata={
+            "description": f"Claim at most this many calls (1 to {MAX_DISPATCH}; default 1)."
+        },
+    )
+
+
+class DispatchedCallsSchema(Schema):
+    calls = fields.List(
+        fields.Nested(StartedCallSchema),
+        required=True,
+        metadata={
+            "description": "The calls claimed, oldest first, each now ringing with its session; "
+            "[] when none is waiting (or every waiting call's tenant is at its limit)."
+        },
+    )
 
 
 class CallAnsweredSchema(Schema):

@@ -42,17 +42,6 @@ def outcome(call: Call) -> str:
     return "failed"
 
 
-def counts(campaign: Campaign) -> dict[str, int]:
-    """The campaign's contacts by status, as the API names them."""
-    return {
-        "total": campaign.total_count,
-        "pending": campaign.pending_count,
-        "in_progress": campaign.in_progress_count,
-        "completed": campaign.completed_count,
-        "failed": campaign.failed_count,
-    }
-
-
 def lock(campaign_id: str) -> Campaign | None:
     """The campaign, its row locked until the transaction ends (PostgreSQL: FOR UPDATE;
     SQLite's IMMEDIATE transaction holds the write lock already)."""
@@ -130,7 +119,7 @@ def _complete_if_done(campaign: Campaign, now: datetime) -> None:
 
 
 def completed_data(campaign: Campaign, completed_at: datetime) -> dict[str, Any]:
-    tally = counts(campaign)
+    tally = campaign.counts
     return {
         "campaignId": campaign.id,
         "name": campaign.name,
