@@ -534,8 +534,8 @@ def calls_simulate(
 @deliveries_cli.command("sweep")
 @user_errors
 def deliveries_sweep() -> None:
-    """Enqueue every due delivery that no job holds, and release the credit holds of calls
-    that never ended (the worker does this every few seconds)."""
+    """Enqueue every due delivery that no job holds, release the credit holds of calls that
+    never ended and place the campaigns' due calls (the worker does this every few seconds)."""
     count = jobs.sweep()
     click.echo(f"Enqueued {count} due deliveries.")
 

@@ -786,14 +786,15 @@ def queue_calls(*, tenant_id: str, outbounds: list[Outbound], now: datetime) -> 
             "direction": "outbound",
             "status": "queued",
             "started_at": now,
-            "queued_at": now,
+            # A microsecond apart, so dispatch (oldest first) hands them out in this order.
+            "queued_at": now + timedelta(microseconds=index),
             "updated_at": now,
             "variables": outbound.variables,
             "metadata": outbound.metadata,
             "campaign": outbound.campaign_id,
             "contact": outbound.contact_id,
         }
-        for outbound in outbounds
+        for index, outbound in enumerate(outbounds)
     ]
     for start in range(0, len(rows), INSERT_BATCH):
         Call.insert_many(rows[start : start + INSERT_BATCH]).execute()
