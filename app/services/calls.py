@@ -862,6 +862,11 @@ def cancel_call(*, tenant: Tenant, actor: audit.Actor, call_id: str) -> Call:
     return call
 
 
+def has_queued() -> bool:
+    """Whether any call waits for a runtime to claim it."""
+    return bool(Call.select(Call.id).where(Call.status == "queued").exists())
+
+
 def cancel_campaign_calls(*, campaign_id: str) -> int:
     """Cancel the campaign's queued calls (their contacts go back to pending); how many.
     Call inside the transaction that cancels the campaign, after locking its tenant."""
