@@ -40,9 +40,10 @@ def sweep(now: datetime | None = None) -> int:
 
 
 def claim(client, runtime_headers, max_calls=50) -> list[dict]:
+    """Claim queued calls as a runtime does: each call's fields, its session under "session"."""
     response = client.post(DISPATCH, json={"max": max_calls}, headers=runtime_headers)
     assert response.status_code == 200, response.get_data(as_text=True)
-    return response.json["calls"]
+    return [{**each["call"], "session": each["session"]} for each in response.json["calls"]]
 
 
 def answered(client, runtime_headers, call_id, talk=30):

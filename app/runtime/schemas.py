@@ -117,12 +117,19 @@ class DispatchSchema(Schema):
     )
 
 
+class DispatchedCallSchema(Schema):
+    """A claimed call and its session."""
+
+    call = fields.Nested(CallDetailSchema, required=True, metadata={"description": "Now ringing."})
+    session = fields.Nested(SessionSchema, required=True)
+
+
 class DispatchedCallsSchema(Schema):
     calls = fields.List(
-        fields.Nested(StartedCallSchema),
+        fields.Nested(DispatchedCallSchema),
         required=True,
         metadata={
-            "description": "The calls claimed, oldest first, each now ringing with its session; "
+            "description": "The calls claimed, oldest first, each now ringing, with its session; "
             "[] when none is waiting (or every waiting call's tenant is at its limit)."
         },
     )

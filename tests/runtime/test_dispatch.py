@@ -32,9 +32,13 @@ def queue(tenant, count=1, **fields):
 
 
 def dispatch(client, runtime_headers, max_calls=1):
+    """The calls claimed, each as {"call": …, "session": …}, read as the call's fields with
+    its session under "session"."""
     response = client.post(DISPATCH, json={"max": max_calls}, headers=runtime_headers)
     assert response.status_code == 200, response.get_data(as_text=True)
-    return response.json["calls"]
+    claimed = response.json["calls"]
+    assert all(set(each) == {"call", "session"} for each in claimed)
+    return [{**each["call"], "session": each["session"]} for each in claimed]
 
 
 def set_limit(tenant, calls):
@@ -208,7 +212,7 @@ def test_runtimes_claiming_at_once_never_get_the_same_call(app_config, tenant, d
     ids = queue(tenant, 30)
     answers = race(app_config, DISPATCH, {"max": 5}, processes=3, threads=4)
     assert all(status == 200 for status, _ in answers)
-    claimed = [call["id"] for _, body in answers for call in body["calls"]]
+    claimed = [each["call"]["id"] for _, body in answers for each in body["calls"]]
     assert len(claimed) == len(set(claimed)) > 0
     assert set(claimed) <= set(ids)
     assert Call.select().where(Call.status == "ringing").count() == len(claimed)
@@ -222,7 +226,7 @@ def test_runtimes_claiming_at_once_admit_no_more_than_the_limit(app_config, tena
     set_limit(tenant, 5)
     queue(tenant, 20)
     answers = race(app_config, DISPATCH, {"max": 5}, processes=2, threads=4)
-    claimed = [call["id"] for _, body in answers for call in body["calls"]]
+    claimed = [each["call"]["id"] for _, body in answers for each in body["calls"]]
     assert len(claimed) == len(set(claimed)) <= 5
     assert Tenant.get_by_id(tenant.id).active_calls == len(claimed)
     assert Call.select().where(Call.status == "queued").count() == 20 - len(claimed)
