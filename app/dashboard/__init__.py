@@ -115,6 +115,12 @@ def current_actor() -> audit.Actor:
     return audit.Actor.user(g.user, request.remote_addr)
 
 
+def current_actor() -> audit.Actor:
+    """Who makes a change from the dashboard: the signed-in user, from the client's address;
+    services write it in their audit entry."""
+    return audit.Actor.user(g.user, request.remote_addr)
+
+
 # A form that creates something and shows a secret once is answered with the page itself
 # (the secret never goes into the session cookie, which is signed, not encrypted). Reloading
 # that page would send the form again: each such form carries an id of its own, and a second
@@ -181,6 +187,7 @@ def can_change() -> bool:
 NAVIGATION = (
     ("dashboard.overview", "Overview"),
     ("dashboard.calls", "Calls"),
+    ("dashboard.campaigns", "Campaigns"),
     ("dashboard.agents", "Agents"),
     ("dashboard.phone_numbers", "Phone numbers"),
     ("dashboard.credits", "Credits"),
@@ -301,6 +308,7 @@ def init_app(app) -> None:
         agents,
         auth,
         calls,
+        campaigns,
         credits,
         formats,
         overview,
