@@ -115,12 +115,6 @@ def current_actor() -> audit.Actor:
     return audit.Actor.user(g.user, request.remote_addr)
 
 
-def current_actor() -> audit.Actor:
-    """Who makes a change from the dashboard: the signed-in user, from the client's address;
-    services write it in their audit entry."""
-    return audit.Actor.user(g.user, request.remote_addr)
-
-
 # A form that creates something and shows a secret once is answered with the page itself
 # (the secret never goes into the session cookie, which is signed, not encrypted). Reloading
 # that page would send the form again: each such form carries an id of its own, and a second

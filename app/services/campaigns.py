@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 
 import peewee as pw
 
-from app.db import database, is_sqlite
+from app.db import database, is_sqlite, unit_of_work
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Call, Campaign, CampaignContact, PhoneNumber, Tenant
 from app.services import audit, campaign_progress, limits
@@ -137,7 +137,7 @@ def create_campaign(
     retry = retry or {}
     now = utcnow()
     campaign_id = new_id("cmp")
-    with database.atomic():
+    with unit_of_work():
         call_service.check_available_credit(tenant.id)
         Campaign.create(
             id=campaign_id,
@@ -201,7 +201,7 @@ TRANSITIONS = {
 
 def _transition(*, tenant: Tenant, actor: audit.Actor, campaign_id: str, action: str) -> Campaign:
     sources, target, verb = TRANSITIONS[action]
-    with database.atomic():
+    with unit_of_work():
         campaign = get_campaign(tenant=tenant, campaign_id=campaign_id)
         _lock_tenant(tenant.id)
         locked = campaign_progress.lock(campaign.id)
