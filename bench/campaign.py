@@ -48,6 +48,7 @@ def run(database_url: str, contacts: int) -> dict[str, list[float]]:
     from app.services import keys as key_service
     from app.services import phone_numbers as number_service
     from app.services import tenants as tenant_service
+    from app.services.audit import Actor
     from app.util import utcnow
 
     app = create_app(
@@ -70,15 +71,27 @@ def run(database_url: str, contacts: int) -> dict[str, list[float]]:
         db.upgrade()
         client = app.test_client()
         tenant = tenant_service.create_tenant(
-            name="bench", plan="enterprise", rate_limit=10**6, concurrent_calls=LIMIT
+            actor=Actor.system(),
+            name="bench",
+            plan="enterprise",
+            rate_limit=10**6,
+            concurrent_calls=LIMIT,
         )
-        key = key_service.create_key(tenant=tenant, name="bench")[1]
-        billing.grant(tenant=tenant, minutes=10**9)
+        key = key_service.create_key(actor=Actor.system(), tenant=tenant, name="bench")[1]
+        billing.grant(actor=Actor.system(), tenant=tenant, minutes=10**9)
         agent = agent_service.create_agent(
-            tenant=tenant, name="Reminders", system_prompt="Remind {{name}}.", greeting_text="Hi"
+            actor=Actor.system(),
+            tenant=tenant,
+            name="Reminders",
+            system_prompt="Remind {{name}}.",
+            greeting_text="Hi",
         )
-        number = number_service.add_number(tenant=tenant, display_number="+6221000777")
-        number_service.assign_agent(tenant=tenant, number_id=number.id, agent_id=agent.id)
+        number = number_service.add_number(
+            actor=Actor.system(), tenant=tenant, display_number="+6221000777"
+        )
+        number_service.assign_agent(
+            actor=Actor.system(), tenant=tenant, number_id=number.id, agent_id=agent.id
+        )
 
         def claim(kind: str) -> list[str]:
             started = time.perf_counter()

@@ -14,6 +14,7 @@ from app.services import calls as call_service
 from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
 from tests.campaigns import created, numbers
+from tests.helpers import ACTOR
 from tests.workers import rq_config, wait_for_worker
 
 pytestmark = pytest.mark.slow
@@ -49,7 +50,7 @@ def play_runtime(dialled: Counter) -> int:
 def test_a_worker_killed_mid_campaign_loses_no_contact_and_calls_none_twice(
     client, headers, tenant, did, workers, redis_client
 ):
-    tenant_service.set_plan(tenant=tenant, plan="business", concurrent_calls=10)
+    tenant_service.set_plan(actor=ACTOR, tenant=tenant, plan="business", concurrent_calls=10)
     (number,) = number_service.list_numbers(tenant=tenant)
     campaign_id = created(client, headers, number.id, numbers(CONTACTS), maxConcurrentCalls=5)
     dialled: Counter = Counter()

@@ -98,7 +98,7 @@ def _body(form: MultiDict, contacts: list[dict[str, Any]]) -> dict[str, Any]:
         "retry": {
             "maxAttempts": _number(form.get("maxAttempts", "")),
             "delayMinutes": _number(form.get("delayMinutes", "")),
-            "on": form.getlist("retryOn"),
+            "on": _ticked(form, "retryOn"),
         },
     }
     if form.get("agentId"):
@@ -106,11 +106,16 @@ def _body(form: MultiDict, contacts: list[dict[str, Any]]) -> dict[str, Any]:
     if form.get("timezone", "").strip():
         body["schedule"] = {
             "timezone": form["timezone"].strip(),
-            "days": form.getlist("days"),
+            "days": _ticked(form, "days"),
             "start": form.get("start", "").strip(),
             "end": form.get("end", "").strip(),
         }
     return body
+
+
+def _ticked(form: MultiDict, key: str) -> list[str]:
+    """A checkbox group's ticked values, without the hidden empty one that every group sends."""
+    return [value for value in form.getlist(key) if value]
 
 
 def _number(text: str) -> Any:

@@ -12,6 +12,7 @@ from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
 from tests.campaigns import answered, claim, created, numbers, sweep, unanswered
 from tests.dashboard.conftest import csrf_token, sign_in
+from tests.helpers import ACTOR
 
 CSV = "to,name,time\n+6281300000001,Budi,10:00\n+6281300000002,Ani,\n"
 
@@ -114,7 +115,7 @@ def test_every_problem_of_the_form_is_shown_at_once_by_row(signed_in, number_id)
 def test_more_calls_at_once_than_the_tenant_may_have_is_shown_on_the_form(
     signed_in, number_id, tenant
 ):
-    tenant_service.set_plan(tenant=tenant, plan="business", concurrent_calls=3)
+    tenant_service.set_plan(actor=ACTOR, tenant=tenant, plan="business", concurrent_calls=3)
     response = send(signed_in, form(number_id, contacts=CSV, maxConcurrentCalls="4"))
     assert response.status_code == 422
     assert "At most the tenant&#39;s concurrent-call limit, 3, not 4." in response.get_data(True)
@@ -173,10 +174,16 @@ def test_another_tenants_campaign_is_404(signed_in, other_headers, other_tenant)
     from app.services import agents as agent_service
     from app.services import billing
 
-    number = number_service.add_number(tenant=other_tenant, display_number="+6221555030")
-    agent = agent_service.create_agent(tenant=other_tenant, name="Theirs", system_prompt="x")
-    number_service.assign_agent(tenant=other_tenant, number_id=number.id, agent_id=agent.id)
-    billing.grant(tenant=other_tenant, minutes=5)
+    number = number_service.add_number(
+        actor=ACTOR, tenant=other_tenant, display_number="+6221555030"
+    )
+    agent = agent_service.create_agent(
+        actor=ACTOR, tenant=other_tenant, name="Theirs", system_prompt="x"
+    )
+    number_service.assign_agent(
+        actor=ACTOR, tenant=other_tenant, number_id=number.id, agent_id=agent.id
+    )
+    billing.grant(actor=ACTOR, tenant=other_tenant, minutes=5)
     campaign_id = created(signed_in, other_headers, number.id, numbers(1))
     assert signed_in.get(f"/dashboard/campaigns/{campaign_id}").status_code == 404
     assert signed_in.get(f"/dashboard/campaigns/{campaign_id}/cancel").status_code == 404

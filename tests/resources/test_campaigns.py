@@ -6,7 +6,7 @@ import pytest
 from app.models import AuditEntry, Campaign, CampaignContact, Tenant
 from app.services import phone_numbers as number_service
 from tests.campaigns import CAMPAIGNS, answered, claim, create, created, numbers, sweep, unanswered
-from tests.helpers import assert_error
+from tests.helpers import ACTOR, assert_error
 
 CAMPAIGN_FIELDS = [
     "id",
@@ -137,7 +137,7 @@ def test_ten_thousand_contacts_are_taken_in_one_request(client, headers, number_
 
 
 def test_a_number_without_an_agent_is_409_no_agent(client, headers, tenant, did):
-    number = number_service.add_number(tenant=tenant, display_number="+6221555998")
+    number = number_service.add_number(actor=ACTOR, tenant=tenant, display_number="+6221555998")
     assert_error(create(client, headers, number.id, numbers(1)), 409, "no_agent")
 
 

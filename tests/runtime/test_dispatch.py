@@ -10,7 +10,7 @@ from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
 from app.services.audit import Actor
 from tests.call_flow import answer, end
-from tests.helpers import assert_error
+from tests.helpers import ACTOR, assert_error
 from tests.runtime.test_concurrency import race
 
 DISPATCH = "/internal/v1/dispatch"
@@ -42,7 +42,7 @@ def dispatch(client, runtime_headers, max_calls=1):
 
 
 def set_limit(tenant, calls):
-    tenant_service.set_plan(tenant=tenant, plan="business", concurrent_calls=calls)
+    tenant_service.set_plan(actor=ACTOR, tenant=tenant, plan="business", concurrent_calls=calls)
 
 
 def test_nothing_queued_hands_out_nothing(client, runtime_headers, did):
@@ -139,10 +139,16 @@ def test_a_tenant_at_its_limit_does_not_hold_up_another(
     from app.services import billing
 
     set_limit(tenant, 1)
-    number = number_service.add_number(tenant=other_tenant, display_number="+6221555020")
-    agent = agent_service.create_agent(tenant=other_tenant, name="Other", system_prompt="x")
-    number_service.assign_agent(tenant=other_tenant, number_id=number.id, agent_id=agent.id)
-    billing.grant(tenant=other_tenant, minutes=10)
+    number = number_service.add_number(
+        actor=ACTOR, tenant=other_tenant, display_number="+6221555020"
+    )
+    agent = agent_service.create_agent(
+        actor=ACTOR, tenant=other_tenant, name="Other", system_prompt="x"
+    )
+    number_service.assign_agent(
+        actor=ACTOR, tenant=other_tenant, number_id=number.id, agent_id=agent.id
+    )
+    billing.grant(actor=ACTOR, tenant=other_tenant, minutes=10)
     mine = queue(tenant, 3)
     theirs = queue(other_tenant, 1)
     claimed = [each["id"] for each in dispatch(client, runtime_headers, 10)]
@@ -208,7 +214,7 @@ def test_runtimes_claiming_at_once_never_get_the_same_call(app_config, tenant, d
     from app.services import billing
 
     set_limit(tenant, 1000)
-    billing.grant(tenant=tenant, minutes=1000)  # every call may hold its 10 minutes
+    billing.grant(actor=ACTOR, tenant=tenant, minutes=1000)  # every call may hold its 10 minutes
     ids = queue(tenant, 30)
     answers = race(app_config, DISPATCH, {"max": 5}, processes=3, threads=4)
     assert all(status == 200 for status, _ in answers)

@@ -25,6 +25,7 @@ from tests.campaigns import (
     unanswered,
     zone_at_hour,
 )
+from tests.helpers import ACTOR
 from tests.resources.test_event_payloads import assert_valid, document
 
 
@@ -88,7 +89,7 @@ def test_a_campaign_never_has_more_than_its_max_calls_queued_or_in_progress(
 def test_the_tenants_limit_holds_across_campaigns(
     client, headers, runtime_headers, number_id, tenant
 ):
-    tenant_service.set_plan(tenant=tenant, plan="business", concurrent_calls=3)
+    tenant_service.set_plan(actor=ACTOR, tenant=tenant, plan="business", concurrent_calls=3)
     first = created(client, headers, number_id, numbers(5), maxConcurrentCalls=3)
     second = created(client, headers, number_id, numbers(5, 5), maxConcurrentCalls=3)
     assert sweep() == 6
@@ -99,7 +100,7 @@ def test_the_tenants_limit_holds_across_campaigns(
 
 
 def test_max_concurrent_calls_may_not_exceed_the_tenants_limit(client, headers, number_id, tenant):
-    tenant_service.set_plan(tenant=tenant, plan="business", concurrent_calls=3)
+    tenant_service.set_plan(actor=ACTOR, tenant=tenant, plan="business", concurrent_calls=3)
     response = create(client, headers, number_id, numbers(1), maxConcurrentCalls=4)
     assert response.status_code == 422
     assert response.json["error"]["details"] == {
