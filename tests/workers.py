@@ -153,7 +153,10 @@ class Workers:
         return self._spawn([sys.executable, "worker.py", *queues], redis_url, settings)
 
     def start_flask(self, *args: str, **settings) -> subprocess.Popen:
-        """A flask command (`flask calls dispatch-demo …`) on the app's database."""
+        """A flask command (`flask calls dispatch-demo …`) on the app's database, and on its
+        Redis, or inline when the app has none."""
+        if not self.app.config.get("REDIS_URL"):
+            settings = {"REDIS_URL": "", "QUEUE_MODE": "inline", **settings}
         flask = str(Path(sys.executable).parent / "flask")
         return self._spawn([flask, *args], None, {"FLASK_APP": "wsgi", **settings})
 

@@ -63,7 +63,7 @@ class RuntimeCalls(MethodView):
 
 @blp.route("/dispatch")
 class RuntimeDispatch(MethodView):
-    @blp.arguments(DispatchSchema())
+    @blp.arguments(DispatchSchema(), required=False)
     @blp.response(200, DispatchedCallsSchema)
     @blp.doc(operationId="dispatchCalls")
     def post(self, fields):

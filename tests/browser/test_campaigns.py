@@ -9,6 +9,7 @@ from playwright.sync_api import Page, expect
 
 from app.models import Campaign
 from tests.browser.conftest import heading, menu, row
+from tests.workers import wait_until
 
 CONTACTS = ["+6281300000001", "+6281300000002", "+6281300000003"]
 CSV = "to,name\n" + "".join(f"{to},{name}\n" for to, name in zip(CONTACTS, "ABC", strict=True))
@@ -23,14 +24,17 @@ def progress(page: Page) -> str:
     return page.get_by_text(re.compile(r"^Progress: ")).inner_text()
 
 
-def reload_until(page: Page, text: str, timeout_s: float = 30) -> None:
-    """Reload the page until it shows text (a person pressing reload)."""
-    for _ in range(int(timeout_s / 0.5)):
-        if text in page.content():
-            return
-        page.wait_for_timeout(500)
-        page.reload()
-    expect(page.get_by_text(text)).to_be_visible()
+def reload_when_done(page: Page, done: int, timeout_s: float = 30) -> None:
+    """Wait until done of the campaign's contacts are done, then reload its page (a person
+    pressing reload once), which shows it."""
+
+    def reached() -> bool:
+        campaign = Campaign.get()
+        return campaign.completed_count + campaign.failed_count >= done
+
+    wait_until(reached, timeout_s, f"fewer than {done} contacts were done")
+    page.reload()
+    expect(page.get_by_text(re.compile(rf"^Progress: {done} of "))).to_be_visible()
 
 
 def test_a_csv_campaign_progresses_is_paused_and_resumed_and_shows_its_results(
@@ -55,7 +59,8 @@ def test_a_csv_campaign_progresses_is_paused_and_resumed_and_shows_its_results(
     workers.start_flask(
         "calls", "dispatch-demo", "--answer-rate", "1", "--seconds", "2", "--interval", "0.2"
     )
-    reload_until(page, "Progress: 1 of 3 contacts done")
+    reload_when_done(page, 1)
+    shot("campaign-progress")
     page.get_by_role("button", name="Pause").click()
     expect(page.get_by_text("paused: no new calls are placed")).to_be_visible()
     shot("campaign-paused")
@@ -63,12 +68,14 @@ def test_a_csv_campaign_progresses_is_paused_and_resumed_and_shows_its_results(
     # The call in progress ends; no new one is placed while it is paused.
     page.wait_for_timeout(3000)
     page.reload()
+    shot("campaign-paused-later")
     paused_at = progress(page)
     assert Campaign.get_by_id(campaign.id).in_progress_count == 0
     assert paused_at in ("Progress: 1 of 3 contacts done", "Progress: 2 of 3 contacts done")
     page.get_by_role("button", name="Resume").click()
     expect(page.get_by_text("resumed")).to_be_visible()
-    reload_until(page, "Progress: 3 of 3 contacts done")
+    shot("campaign-resumed")
+    reload_when_done(page, 3)
     expect(page.locator("#campaign-status")).to_have_text("completed")
     for to, name in zip(CONTACTS, "ABC", strict=True):
         contact = row(page, to)
