@@ -116,7 +116,11 @@ class ContactCreateSchema(Schema):
 class CampaignCreateSchema(Schema):
     """Body of POST /campaigns."""
 
-    name = fields.String(required=True, validate=validate.Length(1, 100))
+    name = fields.String(
+        required=True,
+        validate=validate.Length(1, 100),
+        metadata={"description": "What the tenant calls it: 1 to 100 characters."},
+    )
     phone_number_id = fields.String(
         required=True,
         validate=validate.Length(1, 32),
@@ -189,7 +193,7 @@ class CountsSchema(Schema):
 
 class CampaignSchema(Schema):
     id = fields.String(required=True, metadata={"description": "cmp_…"})
-    name = fields.String(required=True)
+    name = fields.String(required=True, metadata={"description": "Its name, as given."})
     status = fields.String(
         required=True,
         metadata={
@@ -203,7 +207,10 @@ class CampaignSchema(Schema):
     agent_id = fields.String(
         required=True, allow_none=True, metadata={"description": "agent_… that talks."}
     )
-    max_concurrent_calls = fields.Integer(required=True)
+    max_concurrent_calls = fields.Integer(
+        required=True,
+        metadata={"description": "Its calls queued or in progress at once, at most."},
+    )
     schedule = fields.Nested(
         ScheduleRecordSchema,
         required=True,
@@ -232,7 +239,12 @@ class ContactSchema(Schema):
     to = fields.String(
         attribute="to_number", required=True, metadata={"description": "Its number."}
     )
-    variables = fields.Dict(keys=fields.String(), values=fields.String(), required=True)
+    variables = fields.Dict(
+        keys=fields.String(),
+        values=fields.String(),
+        required=True,
+        metadata={"description": "The values of its call's {{name}} placeholders."},
+    )
     status = fields.String(
         required=True,
         metadata={
