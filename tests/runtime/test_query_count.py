@@ -143,6 +143,8 @@ def test_a_subscribed_webhook_adds_one_insert_per_event_and_a_dispatch(
         look,  # the first two are still in flight: no place is free
         locked + ["UPDATE delivery"] * 2,
         locked + ["UPDATE delivery"],
+        # one delivery taken, the other's webhook filled meanwhile: one more look finds none
+        locked + ["UPDATE delivery", "SELECT delivery"],
         locked,  # a place freed between the look and the lock, taken again
     )
 
