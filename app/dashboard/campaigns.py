@@ -146,9 +146,9 @@ def _form_errors(messages: dict[str, Any], first_row: int) -> Errors:
 @bp.route("/campaigns")
 def campaigns():
     offset = request.args.get("offset", "0")
-    page = campaign_service.list_campaigns(
-        tenant=g.tenant, limit=PAGE_SIZE, offset=int(offset) if offset.isdigit() else 0
-    )
+    # Anything but a plain offset (junk, or more digits than any list has rows) is the start.
+    start = int(offset) if offset.isdigit() and len(offset) <= 9 else 0
+    page = campaign_service.list_campaigns(tenant=g.tenant, limit=PAGE_SIZE, offset=start)
     return render_template(
         "dashboard/campaigns/list.html",
         page=page,
