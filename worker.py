@@ -1,4 +1,5 @@
-"""The worker: RQ workers for function calls and webhook deliveries, and the delivery sweeper.
+"""The worker: RQ workers for function calls and webhook deliveries, and the sweeper (due
+deliveries, lapsed call holds, campaigns' due calls).
 
 `python worker.py` serves both kinds of work; `python worker.py functions` and
 `python worker.py webhooks` split them (deploy/systemd/voiceagent-worker@.service runs one of
@@ -86,8 +87,8 @@ def serve(app: Flask, queue_name: str, size_setting: str, lower_priority: bool) 
 
 
 def sweep_once(app: Flask) -> None:
-    """Enqueue the due deliveries and release lapsed call holds; log, never raise (it runs
-    in a loop)."""
+    """Enqueue the due deliveries, release lapsed call holds and place the campaigns' due
+    calls; log, never raise (it runs in a loop)."""
     try:
         jobs.sweep()
     except Exception:

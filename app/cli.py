@@ -5,9 +5,11 @@ Thin wrappers over services."""
 import errno
 import json
 import os
+import random
 import re
 import secrets
 import sys
+import time
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
@@ -545,11 +547,99 @@ def calls_simulate(
             click.echo(f"  {event.type} {event.id}")
 
 
+# The outcomes of an unanswered call the demo runtime reports (its hangupReason).
+DEMO_UNANSWERED = ("no_answer", "busy")
+DEMO_RING_SECONDS = 3
+
+
+@calls_cli.command("dispatch-demo")
+@click.option(
+    "--max-calls",
+    type=click.IntRange(1, call_service.MAX_DISPATCH),
+    default=5,
+    show_default=True,
+    help="Calls in progress at once.",
+)
+@click.option(
+    "--seconds",
+    type=click.IntRange(0, 3600),
+    default=8,
+    show_default=True,
+    help="How long an answered call talks, in real seconds.",
+)
+@click.option(
+    "--answer-rate",
+    type=click.FloatRange(0, 1),
+    default=0.8,
+    show_default=True,
+    help="The share of calls answered; the others end busy or unanswered.",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(0.05, 60),
+    default=1.0,
+    show_default=True,
+    help="Seconds between two claims.",
+)
+@click.option("--once", is_flag=True, help="Stop when no call is queued or in progress.")
+@click.option("--seed", type=int, default=None, help="Make the outcomes repeatable.")
+@user_errors
+def calls_dispatch_demo(
+    max_calls: int, seconds: int, answer_rate: float, interval: float, once: bool, seed: int | None
+) -> None:
+    """Play the voice runtime's part for queued outbound calls (a campaign's, say): claim them
+    as a runtime does (dispatch), answer or not, talk, end. Stop with Ctrl+C."""
+    outcomes = random.Random(seed)
+    talking: dict[str, float] = {}  # call id: when it hangs up (time.monotonic())
+    while True:
+        room = max_calls - len(talking)
+        for started in call_service.dispatch(max_calls=room) if room else []:
+            call = started.call
+            if outcomes.random() >= answer_rate:
+                reason = outcomes.choice(DEMO_UNANSWERED)
+                call_service.end_call(
+                    call_id=call.id,
+                    status="failed",
+                    duration_seconds=DEMO_RING_SECONDS,
+                    talk_time_seconds=0,
+                    hangup_reason=reason,
+                    hangup_initiator="callee",
+                    ai_cost_idr=0,
+                )
+                click.echo(f"{call.id} to {call.callee_number}: {reason}")
+                continue
+            call_service.answer_call(call_id=call.id)
+            talking[call.id] = time.monotonic() + seconds
+            click.echo(f"{call.id} to {call.callee_number}: answered")
+        for call_id, hangs_up in list(talking.items()):
+            if hangs_up > time.monotonic():
+                continue
+            call_service.add_transcript(
+                call_id=call_id,
+                turns=example_turns(max(seconds, 1)),
+                transcript_summary="A demo call: the callee confirmed the appointment.",
+            )
+            call_service.end_call(
+                call_id=call_id,
+                status="ended",
+                duration_seconds=seconds + DEMO_RING_SECONDS,
+                talk_time_seconds=seconds,
+                hangup_reason="normal",
+                hangup_initiator="caller",
+                ai_cost_idr=0,
+            )
+            del talking[call_id]
+            click.echo(f"{call_id}: ended after {seconds} s")
+        if once and not talking and not call_service.has_queued():
+            return
+        time.sleep(interval)
+
+
 @deliveries_cli.command("sweep")
 @user_errors
 def deliveries_sweep() -> None:
-    """Enqueue every due delivery that no job holds, and release the credit holds of calls
-    that never ended (the worker does this every few seconds)."""
+    """Enqueue every due delivery that no job holds, release the credit holds of calls that
+    never ended and place the campaigns' due calls (the worker does this every few seconds)."""
     count = jobs.sweep()
     click.echo(f"Enqueued {count} due deliveries.")
 

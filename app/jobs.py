@@ -7,7 +7,7 @@ web process. Each opens its own database connection and returns it to the pool a
 from typing import Any
 
 from app.db import database
-from app.services import calls, deliveries, function_calls
+from app.services import calls, campaigns, deliveries, function_calls
 
 
 def deliver_webhook(delivery_id: str, job_id: str | None = None) -> str | None:
@@ -32,11 +32,13 @@ def run_function_test(invocation: dict[str, Any]) -> dict[str, Any]:
 
 def sweep() -> int:
     """The periodic upkeep: dispatch every due delivery that no job holds (how many were
-    dispatched), and release the credit holds of calls that never ended.
+    dispatched), release the credit holds of calls that never ended, and place the calls of
+    the campaigns' due contacts.
 
-    Deliveries first, so a failure of the other (it is raised) never keeps them waiting.
+    Deliveries first, so a failure of the others (it is raised) never keeps them waiting.
     """
     with database.connection_context():
         enqueued = deliveries.sweep()
         calls.release_lapsed_holds()
+        campaigns.place_due()
         return enqueued

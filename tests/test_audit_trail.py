@@ -18,6 +18,9 @@ import pytest
 
 from app.models import AuditEntry
 from app.services import agents as agent_service
+from app.services import billing
+from app.services import calls as call_service
+from app.services import campaigns as campaign_service
 from app.services import functions as function_service
 from app.services import keys as key_service
 from app.services import phone_numbers as number_service
@@ -28,9 +31,11 @@ from tests.helpers import ACTOR
 
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
 VARIABLE = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
+IDS = re.compile(r"\{(\w+)\}")  # {number_id} in a body: the id of the world's record
 OWNER = "owner@acme.test"
 MEMBER = "member@acme.test"
-URL = "http://127.0.0.1:9/in"  # nothing listens: deliveries fail, which no test here awaits
+URL = "http://127.0.0.1:9/in"
+CALLEE = "+6281311112222"  # nothing listens: deliveries fail, which no test here awaits
 FUNCTION = {
     "name": "book",
     "description": "Book a slot.",
@@ -45,6 +50,7 @@ class World:
 
     ids: dict[str, str] = field(default_factory=dict)
     member: Any = None
+    tenant: Any = None
 
 
 @pytest.fixture
@@ -60,6 +66,15 @@ def world(tenant) -> World:
     )
     delivery = webhook_service.send_test(actor=ACTOR, tenant=tenant, webhook_id=webhook.id)
     key, _ = key_service.create_key(actor=ACTOR, tenant=tenant, name="spare")
+    billing.grant(actor=ACTOR, tenant=tenant, minutes=100)
+    call = call_service.place_call(actor=ACTOR, tenant=tenant, phone_number_id=number.id, to=CALLEE)
+    campaign = campaign_service.create_campaign(
+        actor=ACTOR,
+        tenant=tenant,
+        name="Reminders",
+        phone_number_id=number.id,
+        contacts=[campaign_service.Contact(to=CALLEE, variables={})],
+    )
     member = user_service.create_user(
         actor=ACTOR, tenant=tenant, email=MEMBER, password=PASSWORD, role="viewer"
     )
@@ -75,12 +90,20 @@ def world(tenant) -> World:
         "key_id": key.id,
         "user_id": member.id,
         "version": "1",  # the agent before its function: restoring it changes the agent
+        "call_id": call.id,
+        "campaign_id": campaign.id,
     }
-    return World(ids=ids, member=member)
+    return World(ids=ids, member=member, tenant=tenant)
 
 
 def disable_member(world: World) -> None:
     user_service.disable(actor=ACTOR, user=world.member)
+
+
+def pause_campaign(world: World) -> None:
+    campaign_service.pause_campaign(
+        actor=ACTOR, tenant=world.tenant, campaign_id=world.ids["campaign_id"]
+    )
 
 
 @dataclass(frozen=True)
@@ -99,6 +122,19 @@ API = {
     ),
     ("PATCH", "/api/v1/agents/<agent_id>"): Change("agent.updated", {"name": "Front desk"}),
     ("DELETE", "/api/v1/agents/<agent_id>"): Change("agent.deleted"),
+    ("POST", "/api/v1/calls"): Change(
+        "call.placed", {"phoneNumberId": "{number_id}", "to": "+6281311113333"}
+    ),
+    ("POST", "/api/v1/calls/<call_id>/cancel"): Change("call.canceled"),
+    ("POST", "/api/v1/campaigns"): Change(
+        "campaign.created",
+        {"name": "Follow-up", "phoneNumberId": "{number_id}", "contacts": [{"to": CALLEE}]},
+    ),
+    ("POST", "/api/v1/campaigns/<campaign_id>/pause"): Change("campaign.paused"),
+    ("POST", "/api/v1/campaigns/<campaign_id>/resume"): Change(
+        "campaign.resumed", prepare=pause_campaign
+    ),
+    ("POST", "/api/v1/campaigns/<campaign_id>/cancel"): Change("campaign.canceled"),
     ("POST", "/api/v1/agents/<agent_id>/functions"): Change(
         "function.created", {**FUNCTION, "name": "cancel"}
     ),
@@ -153,6 +189,24 @@ DASHBOARD = {
     "/dashboard/agents/new": Change("agent.created", {"name": "Front desk", "systemPrompt": "Hi."}),
     "/dashboard/agents/<agent_id>": Change("agent.updated", {"name": "Front desk"}),
     "/dashboard/agents/<agent_id>/delete": Change("agent.deleted"),
+    "/dashboard/agents/<agent_id>/call": Change(
+        "call.placed",
+        {"phoneNumberId": "{number_id}", "to": "+6281311113333", "variables": "{}"},
+    ),
+    "/dashboard/campaigns/new": Change(
+        "campaign.created",
+        {
+            "name": "Follow-up",
+            "phoneNumberId": "{number_id}",
+            "contacts": CALLEE,
+            "maxConcurrentCalls": "1",
+            "maxAttempts": "1",
+            "delayMinutes": "60",
+        },
+    ),
+    "/dashboard/campaigns/<campaign_id>/pause": Change("campaign.paused"),
+    "/dashboard/campaigns/<campaign_id>/resume": Change("campaign.resumed", prepare=pause_campaign),
+    "/dashboard/campaigns/<campaign_id>/cancel": Change("campaign.canceled"),
     "/dashboard/agents/<agent_id>/functions": Change(
         "function.created",
         {
@@ -246,6 +300,8 @@ CLI_EXEMPT = {
     "maintenance prune": "deletes what is older than the retention, the same for every tenant",
     "calls simulate": "drives a call as the voice runtime does: the call and its events record "
     "it, and the runtime's call events are not audit entries",
+    "calls dispatch-demo": "claims and drives queued calls as the voice runtime does: the calls "
+    "and their events record it, and the runtime's call events are not audit entries",
     "demo": "several changes at once, each entered as the command that makes it alone "
     "(tests/test_cli.py::test_demo_writes_its_changes_to_the_audit_log)",
 }
@@ -290,6 +346,18 @@ def path_of(rule: str, world: World) -> str:
     return VARIABLE.sub(lambda match: world.ids[match.group(1)], rule)
 
 
+def body_of(change: Change, world: World) -> dict[str, Any] | None:
+    """The change's body with the world's ids put in for {number_id} and the like."""
+    if change.body is None:
+        return None
+    return {
+        name: IDS.sub(lambda match: world.ids.get(match.group(1), match.group()), value)
+        if isinstance(value, str)
+        else value
+        for name, value in change.body.items()
+    }
+
+
 def new_entries(before: set[str]) -> list[AuditEntry]:
     return list(AuditEntry.select().where(AuditEntry.id.not_in(before)))
 
@@ -305,8 +373,11 @@ def test_an_api_change_writes_one_entry_by_its_key(
     client, headers, api_key, world, tenant, method, rule
 ):
     change = API[method, rule]
+    if change.prepare:
+        change.prepare(world)
     before = entry_ids()
-    response = client.open(path_of(rule, world), method=method, json=change.body, headers=headers)
+    body = body_of(change, world)
+    response = client.open(path_of(rule, world), method=method, json=body, headers=headers)
     assert response.status_code < 300, response.get_json()
     [entry] = new_entries(before)
     assert (entry.tenant_id, entry.action, entry.actor_type, entry.actor_label) == (
@@ -348,7 +419,11 @@ def test_a_dashboard_change_writes_one_entry_by_its_user(app, browser, world, te
     token = csrf_token(
         browser.get("/dashboard/sign-in" if rule.endswith("sign-in") else "/dashboard/")
     )
-    form = {"form_id": secrets.token_urlsafe(16), **(change.body or {}), "csrf_token": token}
+    form = {
+        "form_id": secrets.token_urlsafe(16),
+        **(body_of(change, world) or {}),
+        "csrf_token": token,
+    }
     before = entry_ids()
     response = browser.post(path_of(rule, world), data=form)
     assert response.status_code < 400, response.get_data(as_text=True)[:2000]

@@ -115,6 +115,12 @@ WRITES = [
     ("POST", "/webhooks/{webhook}/rotate-secret", {}),
     ("POST", "/agents/{agent}/functions/{fn}/rotate-secret", {}),
     ("POST", "/agents/{agent}/versions/1/restore", None),
+    ("POST", "/calls", {"phoneNumberId": "pn_00000000000000000000", "to": "+6281300000001"}),
+    ("POST", "/calls/call_00000000000000000000/cancel", None),
+    ("POST", "/campaigns", {"name": "Reminders"}),
+    ("POST", "/campaigns/cmp_00000000000000000000/pause", None),
+    ("POST", "/campaigns/cmp_00000000000000000000/resume", None),
+    ("POST", "/campaigns/cmp_00000000000000000000/cancel", None),
 ]
 
 

@@ -26,11 +26,14 @@ BODY_ROUTES = [
     ("PATCH", "/api/v1/webhooks/wh_x"),
     ("POST", "/api/v1/webhooks/wh_x/replay"),
     ("POST", "/api/v1/webhooks/wh_x/rotate-secret"),
+    ("POST", "/api/v1/calls"),
+    ("POST", "/api/v1/campaigns"),
     ("POST", RUNTIME),
     ("POST", f"{RUNTIME}/call_x/answered"),
     ("POST", f"{RUNTIME}/call_x/transcript"),
     ("POST", f"{RUNTIME}/call_x/ended"),
     ("POST", f"{RUNTIME}/call_x/function-calls"),
+    ("POST", "/internal/v1/dispatch"),
 ]
 PAGED = ["/api/v1/calls", "/api/v1/credits/transactions", "/api/v1/webhooks/{webhook}/deliveries"]
 

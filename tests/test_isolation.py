@@ -8,6 +8,7 @@ from app.models import ALL_MODELS, Delivery
 from app.resources import TENANT_BLUEPRINTS
 from app.services import billing, events
 from app.services import calls as call_service
+from app.services import campaigns as campaign_service
 from app.services import functions as function_service
 from app.services import phone_numbers as number_service
 from app.services import webhooks as webhook_service
@@ -55,6 +56,24 @@ def make_call(ctx) -> str:
     return call.id
 
 
+def make_campaign(ctx) -> str:
+    """A campaign of tenant A, from a number of its own, with one contact."""
+    number = number_service.add_number(
+        actor=ACTOR, tenant=ctx["tenant"], display_number="+6221555097"
+    )
+    number_service.assign_agent(
+        actor=ACTOR, tenant=ctx["tenant"], number_id=number.id, agent_id=ctx["agent_id"]
+    )
+    billing.grant(actor=ACTOR, tenant=ctx["tenant"], minutes=5)
+    return campaign_service.create_campaign(
+        actor=ACTOR,
+        tenant=ctx["tenant"],
+        name="Reminders",
+        phone_number_id=number.id,
+        contacts=[campaign_service.Contact(to="+6281300000001", variables={})],
+    ).id
+
+
 def make_number(ctx) -> str:
     """A number of tenant A that answers with A's agent (so unassigning it would show)."""
     number = number_service.add_number(
@@ -81,6 +100,7 @@ FACTORIES = {
     "delivery_id": lambda ctx: make_delivery(ctx).id,
     "event_id": lambda ctx: make_delivery(ctx).event_id,
     "version": lambda ctx: "1",  # every agent has its version 1
+    "campaign_id": make_campaign,
 }
 
 # The body of each route that reads one: valid (the owner's same request succeeds, so the
@@ -155,7 +175,7 @@ def test_other_tenant_gets_404_and_changes_nothing(
             owner = client.open(path, method=method, json=body, headers=headers)
             assert owner.status_code in (200, 201, 202), f"{method} {path}: {owner.status_code}"
         checked.append(f"{method} {rule.rule}")
-    assert len(checked) == 25, checked  # every tenant route and verb taking an id
+    assert len(checked) == 31, checked  # every tenant route and verb taking an id
 
 
 def test_lists_show_nothing_of_another_tenant(app, client, tenant, agent_id, other_headers):

@@ -153,6 +153,14 @@ class Workers:
     ) -> subprocess.Popen:
         return self._spawn([sys.executable, "worker.py", *queues], redis_url, settings)
 
+    def start_flask(self, *args: str, **settings) -> subprocess.Popen:
+        """A flask command (`flask calls dispatch-demo …`) on the app's database, and on its
+        Redis, or inline when the app has none."""
+        if not self.app.config.get("REDIS_URL"):
+            settings = {"REDIS_URL": "", "QUEUE_MODE": "inline", **settings}
+        flask = str(Path(sys.executable).parent / "flask")
+        return self._spawn([flask, *args], None, {"FLASK_APP": "wsgi", **settings})
+
     def start_web(self, workers: int = 2, port: int | None = None, **settings) -> str:
         """gunicorn with deploy/gunicorn.conf.py on a loopback port (a free one unless
         given); its base URL."""

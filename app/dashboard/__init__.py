@@ -181,6 +181,7 @@ def can_change() -> bool:
 NAVIGATION = (
     ("dashboard.overview", "Overview"),
     ("dashboard.calls", "Calls"),
+    ("dashboard.campaigns", "Campaigns"),
     ("dashboard.agents", "Agents"),
     ("dashboard.phone_numbers", "Phone numbers"),
     ("dashboard.credits", "Credits"),
@@ -301,6 +302,7 @@ def init_app(app) -> None:
         agents,
         auth,
         calls,
+        campaigns,
         credits,
         formats,
         overview,

@@ -26,6 +26,7 @@ from app.resources.agents.schemas import (
     AgentSchema,
     AgentUpdateSchema,
 )
+from app.resources.calls.schemas import CallCreateSchema
 from app.resources.common import SecretRotationSchema
 from app.resources.functions.schemas import (
     METHODS,
@@ -35,6 +36,7 @@ from app.resources.functions.schemas import (
     FunctionUpdateSchema,
 )
 from app.services import agents as agent_service
+from app.services import calls as call_service
 from app.services import function_calls
 from app.services import functions as function_service
 from app.services import phone_numbers as number_service
@@ -52,6 +54,8 @@ NEW_FUNCTION = MultiDict(
 ROTATED_ALREADY = (
     "This form was sent already (the page was reloaded): the secret was not rotated again."
 )
+# The "Call a number" form: the number it is placed from, the callee and the variables.
+CALL_FORM_FIELDS = ("phone_number_id", "to", "variables")
 # The function form: every field the API lets a PATCH change.
 FUNCTION_FORM_FIELDS = tuple(FunctionUpdateSchema().load_fields)
 
@@ -119,13 +123,15 @@ def _agent_page(
     function_values: MultiDict | None = None,
     function_errors: Errors | None = None,
     created: Any = None,
+    call_values: MultiDict | None = None,
+    call_errors: Errors | None = None,
 ) -> str:
-    """The agent's page: its form, its numbers, its functions and the form to add one."""
-    numbers = [
-        number
-        for number in number_service.list_numbers(tenant=g.tenant)
-        if number.agent_id == agent.id
-    ]
+    """The agent's page: its form, its numbers, its functions and the form to add one, and
+    the form to call a number."""
+    every_number = number_service.list_numbers(tenant=g.tenant)
+    numbers = [number for number in every_number if number.agent_id == agent.id]
+    # Its own numbers first: the one a callee would know it by.
+    callers = numbers + [number for number in every_number if number.agent_id != agent.id]
     return render_template(
         "dashboard/agents/agent.html",
         agent=agent,
@@ -139,7 +145,32 @@ def _agent_page(
         methods=METHODS,
         created=created,
         stats=version_service.stats(tenant=g.tenant, agent_id=agent.id),
+        callers=[number for number in callers if number.is_active],
+        call_values=call_values if call_values is not None else MultiDict(),
+        call_errors=call_errors or {},
     )
+
+
+@bp.route("/agents/<agent_id>/call", methods=["POST"])
+def call_a_number(agent_id: str):
+    """Queue an outbound call in which the agent talks, from one of the tenant's numbers."""
+    agent = agent_service.get_agent(tenant=g.tenant, agent_id=agent_id)
+    fields, errors = load_form(CallCreateSchema(only=CALL_FORM_FIELDS), request.form)
+    if errors:
+        return _agent_page(agent, call_values=request.form, call_errors=errors), 422
+    try:
+        call = call_service.place_call(
+            tenant=g.tenant, actor=current_actor(), agent_id=agent.id, **fields
+        )
+    except Conflict as exc:  # no credit, or the agent is inactive
+        errors = {"_schema": [exc.message]}
+        return _agent_page(agent, call_values=request.form, call_errors=errors), 409
+    flash(
+        f"Call to {call.callee_number} queued: a voice runtime places it from "
+        f"{call.caller_number}.",
+        "success",
+    )
+    return redirect(url_for("dashboard.call", call_id=call.id))
 
 
 @bp.route("/agents/<agent_id>/delete", methods=["GET", "POST"])

@@ -37,9 +37,15 @@ def read_query(schema: ma.Schema, names: tuple[str, ...]) -> Query:
     return Query(values=values, args={**args, "limit": PAGE_SIZE})
 
 
-def page_links(endpoint: str, query: Query, page: Page) -> tuple[str | None, str | None]:
-    """The URLs of the previous and the next page, keeping the filters (None at either end)."""
-    filters: dict[str, Any] = {name: value for name, value in query.values.items() if value}
+def page_links(
+    endpoint: str, query: Query, page: Page, **path: Any
+) -> tuple[str | None, str | None]:
+    """The URLs of the previous and the next page, keeping the filters (None at either end);
+    path: the endpoint's own values (a campaign's id, say)."""
+    filters: dict[str, Any] = {
+        **path,
+        **{name: value for name, value in query.values.items() if value},
+    }
     previous = None
     if page.offset > 0:
         offset = max(0, page.offset - page.limit)

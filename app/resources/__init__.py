@@ -11,6 +11,7 @@ from app.resources import health
 from app.resources.agents.routes import blp as agents_blp
 from app.resources.audit.routes import blp as audit_blp
 from app.resources.calls.routes import blp as calls_blp
+from app.resources.campaigns.routes import blp as campaigns_blp
 from app.resources.common import RATE_LIMIT_HEADERS
 from app.resources.credits.routes import blp as credits_blp
 from app.resources.events.routes import blp as events_blp
@@ -26,6 +27,7 @@ TENANT_BLUEPRINTS = [
     functions_blp,
     versions_blp,
     calls_blp,
+    campaigns_blp,
     credits_blp,
     webhooks_blp,
     events_blp,

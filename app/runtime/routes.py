@@ -9,6 +9,8 @@ from app.runtime.schemas import (
     CallAnsweredSchema,
     CallEndSchema,
     CallStartSchema,
+    DispatchedCallsSchema,
+    DispatchSchema,
     FunctionCallSchema,
     FunctionOutcomeSchema,
     StartedCallSchema,
@@ -57,6 +59,25 @@ class RuntimeCalls(MethodView):
         """
         started = call_service.start_call(**fields)
         return started, 201 if started.created else 200
+
+
+@blp.route("/dispatch")
+class RuntimeDispatch(MethodView):
+    @blp.arguments(DispatchSchema(), required=False)
+    @blp.response(200, DispatchedCallsSchema)
+    @blp.doc(operationId="dispatchCalls")
+    def post(self, fields):
+        """Claim queued outbound calls to place
+
+        Hands out up to `max` queued calls, oldest first, each admitted exactly as an inbound
+        start is (credit hold, concurrent-call slot, ringing, call.started) and returned with
+        its session; two runtimes claiming at once never get the same call. A call whose
+        tenant is at its concurrency limit stays queued until a slot frees; one whose tenant
+        has no credit left is recorded failed (no_credits) and not handed out. Report each
+        call with the endpoints of any call: answered, or ended with status failed and
+        hangupReason no_answer, busy or voicemail when nobody answered.
+        """
+        return {"calls": call_service.dispatch(max_calls=fields["max"])}
 
 
 @blp.route("/calls/<call_id>/answered")

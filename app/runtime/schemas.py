@@ -5,7 +5,7 @@ from typing import Any
 from marshmallow import ValidationError, fields, validate, validates_schema
 
 from app.resources.agents.schemas import E164
-from app.resources.calls.schemas import CallDetailSchema
+from app.resources.calls.schemas import CallDetailSchema, Variables, metadata_size
 from app.resources.common import Schema
 from app.resources.fields import MAX_INT32, StrictInteger, UtcDateTime
 from app.resources.functions.schemas import FunctionErrorSchema
@@ -13,14 +13,11 @@ from app.services.calls import (
     COST_COMPONENTS,
     DIRECTIONS,
     END_STATUSES,
+    MAX_DISPATCH,
     MAX_METADATA_BYTES,
     MAX_TURN_BYTES,
     MAX_TURNS,
-    MAX_VARIABLE_LENGTH,
-    MAX_VARIABLES,
     TURN_ROLES,
-    VARIABLE_NAME,
-    metadata_bytes,
 )
 
 E164_ERROR = "Must be an international number such as +6221555010."
@@ -29,38 +26,6 @@ MAX_CALL_MS = MAX_CALL_SECONDS * 1000
 # A recording's address: https, a host name or address (no user info), an optional port,
 # then printable ASCII. The whole rule: the dashboard shows it as a link.
 RECORDING_URL = r"^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?([/?#][!-~]*)?$"
-
-
-def metadata_size(value: dict[str, Any]) -> None:
-    if metadata_bytes(value) > MAX_METADATA_BYTES:
-        raise ValidationError(f"At most {MAX_METADATA_BYTES:,} bytes as compact JSON.")
-
-
-def at_most_variables(value: dict[str, Any]) -> None:
-    if len(value) > MAX_VARIABLES:
-        raise ValidationError(f"At most {MAX_VARIABLES} variables.")
-
-
-def Variables(**kwargs: Any) -> fields.Dict:  # noqa: N802 - reads like a field class
-    """A call's variables: names as placeholders are written, string values."""
-    return fields.Dict(
-        keys=fields.String(
-            validate=validate.Regexp(
-                f"^{VARIABLE_NAME}$",
-                error="A variable name is a letter or _ then up to 63 letters, digits or _.",
-            )
-        ),
-        values=fields.String(validate=validate.Length(max=MAX_VARIABLE_LENGTH)),
-        validate=at_most_variables,
-        metadata={
-            "description": f"Values for the {{{{name}}}} placeholders of the agent's "
-            f"systemPrompt and greetingText in this call: up to {MAX_VARIABLES} names "
-            f"(^{VARIABLE_NAME}$) with string values of up to {MAX_VARIABLE_LENGTH:,} "
-            "characters.",
-            "maxProperties": MAX_VARIABLES,
-        },
-        **kwargs,
-    )
 
 
 class CallStartSchema(Schema):
@@ -155,6 +120,34 @@ class StartedCallSchema(CallDetailSchema):
         if attr == "session":
             return obj.session
         return super().get_attribute(obj.call, attr, default)
+
+
+class DispatchSchema(Schema):
+    max = StrictInteger(
+        load_default=1,
+        validate=validate.Range(1, MAX_DISPATCH),
+        metadata={
+            "description": f"Claim at most this many calls (1 to {MAX_DISPATCH}; default 1)."
+        },
+    )
+
+
+class DispatchedCallSchema(Schema):
+    """A claimed call and its session."""
+
+    call = fields.Nested(CallDetailSchema, required=True, metadata={"description": "Now ringing."})
+    session = fields.Nested(SessionSchema, required=True)
+
+
+class DispatchedCallsSchema(Schema):
+    calls = fields.List(
+        fields.Nested(DispatchedCallSchema),
+        required=True,
+        metadata={
+            "description": "The calls claimed, oldest first, each now ringing, with its session; "
+            "[] when none is waiting (or every waiting call's tenant is at its limit)."
+        },
+    )
 
 
 class CallAnsweredSchema(Schema):

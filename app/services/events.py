@@ -25,6 +25,7 @@ EVENT_TYPES = (
     "call.transcript",
     "credits.low",
     "function.called",
+    "campaign.completed",
 )
 # Sent to one webhook by POST /webhooks/:id/test; in the log too, never subscribed to.
 TEST_EVENT = "webhook.test"

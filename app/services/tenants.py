@@ -1,5 +1,7 @@
 """Tenants: created and managed by admins through the CLI."""
 
+import peewee as pw
+
 from app.db import unit_of_work
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Tenant
@@ -79,6 +81,15 @@ def concurrent_call_limit(*, plan: str, custom: int | None) -> int:
 
 def concurrent_call_limit_of(tenant: Tenant) -> int:
     return concurrent_call_limit(plan=tenant.plan, custom=tenant.concurrent_call_limit)
+
+
+def concurrent_call_limit_sql() -> pw.Node:
+    """concurrent_call_limit as SQL over the tenant row, for a query that picks the tenants
+    with a free slot."""
+    plans = [(plan, calls) for plan, calls in PLAN_CONCURRENT_CALLS.items() if calls]
+    return pw.fn.COALESCE(
+        Tenant.concurrent_call_limit, pw.Case(Tenant.plan, plans, STARTER_CONCURRENT_CALLS)
+    )
 
 
 def set_plan(

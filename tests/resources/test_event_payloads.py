@@ -107,7 +107,8 @@ def test_a_calls_events_are_shown_as_recorded_and_valid(
         answer = client.post(f"{RUNTIME}/{call_id}/{step}", json=body, headers=runtime_headers)
         assert answer.status_code == 200, answer.json
     listed = client.get("/api/v1/events", headers=headers).json["events"]
-    assert {event["event"] for event in listed} == set(events.LOGGED_TYPES)
+    # campaign.completed comes from a campaign: tests/services/test_campaigns.py shows it.
+    assert {event["event"] for event in listed} == set(events.LOGGED_TYPES) - {"campaign.completed"}
     spec = document(client)
     for shown in listed:
         assert shown["data"] == Event.get_by_id(shown["id"]).data, shown["event"]

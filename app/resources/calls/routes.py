@@ -1,9 +1,12 @@
-"""Calls: /api/v1/calls (read-only; the voice runtime writes them)."""
+"""Calls: /api/v1/calls (the voice runtime reports them; tenants read them and queue outbound
+ones)."""
 
 from flask.views import MethodView
 
-from app.auth import current_tenant
+from app.auth import current_actor, current_tenant
+from app.errors import ErrorSchema
 from app.resources.calls.schemas import (
+    CallCreateSchema,
     CallDetailSchema,
     CallListSchema,
     CallQueryArgsSchema,
@@ -34,6 +37,27 @@ class Calls(MethodView):
         page = call_service.list_calls(tenant=current_tenant(), **args)
         return {"calls": page.items, "pagination": page}
 
+    @blp.arguments(CallCreateSchema())
+    @blp.response(201, CallDetailSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
+    @blp.alt_response(
+        409,
+        schema=ErrorSchema,
+        description="no_agent (the number has no agent and no agentId was sent, or the agent "
+        "is inactive) or no_credits (no available minutes); nothing is queued.",
+    )
+    @blp.doc(operationId="placeCall")
+    def post(self, fields):
+        """Place an outbound call
+
+        Queues the call (status queued, direction outbound, callerNumber the number's
+        displayNumber, calleeNumber `to`) for the voice runtime, which claims it from
+        /internal/v1/dispatch; it is admitted then as an inbound call is (credit hold,
+        concurrency slot, call.started) and reported by the runtime as any call. The agent's
+        {{name}} placeholders are filled from `variables` in the call's session.
+        """
+        return call_service.place_call(tenant=current_tenant(), actor=current_actor(), **fields)
+
 
 @blp.route("/<call_id>")
 class CallsById(MethodView):
@@ -43,6 +67,27 @@ class CallsById(MethodView):
     def get(self, call_id):
         """Get a call"""
         return call_service.get_call(tenant=current_tenant(), call_id=call_id)
+
+
+@blp.route("/<call_id>/cancel")
+class CallCancel(MethodView):
+    @blp.response(200, CallDetailSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
+    @blp.alt_response(
+        409,
+        schema=ErrorSchema,
+        description="illegal_transition: only a queued call can be canceled.",
+    )
+    @blp.doc(operationId="cancelCall")
+    def post(self, call_id):
+        """Cancel a queued call
+
+        A queued outbound call is withdrawn (canceled) before a runtime claims it; it is
+        never dialled. A campaign's call canceled this way fails its contact.
+        """
+        return call_service.cancel_call(
+            tenant=current_tenant(), actor=current_actor(), call_id=call_id
+        )
 
 
 @blp.route("/<call_id>/transcript")

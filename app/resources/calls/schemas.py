@@ -4,9 +4,64 @@ from typing import Any
 
 from marshmallow import ValidationError, fields, validate, validates_schema
 
+from app.resources.agents.schemas import E164
 from app.resources.common import PageArgsSchema, PaginationSchema, Schema
 from app.resources.fields import MAX_INT32, DateOrTimestamp, PhoneNumberQuery, Timestamp
-from app.services.calls import COST_COMPONENTS, DIRECTIONS, STATUSES, TURN_ROLES
+from app.services.calls import (
+    COST_COMPONENTS,
+    DIRECTIONS,
+    MAX_METADATA_BYTES,
+    MAX_VARIABLE_LENGTH,
+    MAX_VARIABLES,
+    STATUSES,
+    TURN_ROLES,
+    VARIABLE_NAME,
+    metadata_bytes,
+)
+
+E164_ERROR = "Must be an international number such as +6281234567890."
+STATUS_DESCRIPTION = (
+    "queued (an outbound call waiting for a runtime), ringing, answered, ended, dropped, "
+    "failed or canceled (a queued call withdrawn before it was dialled)."
+)
+
+
+def metadata_size(value: dict[str, Any]) -> None:
+    if metadata_bytes(value) > MAX_METADATA_BYTES:
+        raise ValidationError(f"At most {MAX_METADATA_BYTES:,} bytes as compact JSON.")
+
+
+def at_most_variables(value: dict[str, Any]) -> None:
+    if len(value) > MAX_VARIABLES:
+        raise ValidationError(f"At most {MAX_VARIABLES} variables.")
+
+
+def Variables(**kwargs: Any) -> fields.Dict:  # noqa: N802 - reads like a field class
+    """A call's variables: names as placeholders are written, string values."""
+    return fields.Dict(
+        keys=fields.String(
+            validate=validate.Regexp(
+                f"^{VARIABLE_NAME}$",
+                error="A variable name is a letter or _ then up to 63 letters, digits or _.",
+            )
+        ),
+        values=fields.String(validate=validate.Length(max=MAX_VARIABLE_LENGTH)),
+        validate=at_most_variables,
+        metadata={
+            "description": f"Values for the {{{{name}}}} placeholders of the agent's "
+            f"systemPrompt and greetingText in this call: up to {MAX_VARIABLES} names "
+            f"(^{VARIABLE_NAME}$) with string values of up to {MAX_VARIABLE_LENGTH:,} "
+            "characters.",
+            "maxProperties": MAX_VARIABLES,
+        },
+        **kwargs,
+    )
+
+
+def CalleeNumber(**kwargs: Any) -> fields.String:  # noqa: N802 - reads like a field class
+    """The number an outbound call dials, E.164."""
+    kwargs.setdefault("metadata", {"description": "The number to call, e.g. +6281234567890."})
+    return fields.String(validate=validate.Regexp(E164, error=E164_ERROR), **kwargs)
 
 
 class CallSchema(Schema):
@@ -28,9 +83,12 @@ class CallSchema(Schema):
     )
     status = fields.String(
         required=True,
-        metadata={"description": "ringing, answered, ended, dropped or failed.", "enum": STATUSES},
+        metadata={"description": STATUS_DESCRIPTION, "enum": STATUSES},
     )
-    started_at = Timestamp(required=True)
+    started_at = Timestamp(
+        required=True,
+        metadata={"description": "When it started ringing; for a queued call, when it was queued."},
+    )
     ended_at = Timestamp(required=True, allow_none=True)
     duration_seconds = fields.Integer(
         required=True,
@@ -47,7 +105,7 @@ class CallSchema(Schema):
         allow_none=True,
         metadata={
             "description": "e.g. normal; no_agent, concurrency_limit or no_credits when it was "
-            "refused."
+            "refused; no_answer, busy or voicemail for an unanswered outbound call; canceled."
         },
     )
     transcript_summary = fields.String(
@@ -126,6 +184,35 @@ class CallDetailSchema(CallSchema):
             "the runtime reported none."
         },
     )
+    campaign_id = fields.String(
+        required=True,
+        allow_none=True,
+        metadata={"description": "cmp_… that placed it; null for a call of no campaign."},
+    )
+
+
+class CallCreateSchema(Schema):
+    """Body of POST /calls: an outbound call to queue."""
+
+    phone_number_id = fields.String(
+        required=True,
+        validate=validate.Length(1, 32),
+        metadata={"description": "pn_…: the tenant's number the call is placed from."},
+    )
+    to = CalleeNumber(required=True)
+    agent_id = fields.String(
+        validate=validate.Length(1, 32),
+        metadata={"description": "agent_… that talks in the call; default: the number's agent."},
+    )
+    variables = Variables(load_default=dict)
+    metadata = fields.Dict(
+        load_default=dict,
+        validate=metadata_size,
+        metadata={
+            "description": f"Free-form object kept on the call; at most {MAX_METADATA_BYTES:,} "
+            "bytes as compact JSON."
+        },
+    )
 
 
 class TurnRecordSchema(Schema):
@@ -171,7 +258,10 @@ class CallListSchema(Schema):
 class CallQueryArgsSchema(PageArgsSchema):
     status = fields.String(
         validate=validate.OneOf(STATUSES),
-        metadata={"description": "Only calls in this status.", "enum": STATUSES},
+        metadata={
+            "description": "Only calls in this status: " + STATUS_DESCRIPTION,
+            "enum": STATUSES,
+        },
     )
     from_ = DateOrTimestamp(
         metadata={"description": "Only calls with startedAt >= this (a date means 00:00Z)."},

@@ -1,0 +1,1 @@
+"""Campaigns: batches of outbound calls."""

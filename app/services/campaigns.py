@@ -1,0 +1,331 @@
+"""Campaigns: a batch of outbound calls to a list of contacts, each with its own variables.
+
+The sweep (place_due, run by the worker every few seconds and by the inline runner without
+Redis) places the calls of due contacts as queued outbound calls: only inside the campaign's
+schedule window (in its own time zone), never more than max_concurrent_calls of the
+campaign queued or in progress, a retry only delayMinutes after the call it follows. The
+runtime claims them from dispatch, which admits each within the tenant's own limit.
+
+A contact is claimed in the database, in the transaction that queues its call (pending →
+in_progress, the call row, the counts): a worker killed at any moment has placed a contact's
+call and marked it, or neither. Its outcome is written in the transaction that ends the call
+(app.services.campaign_progress).
+"""
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, cast
+from zoneinfo import ZoneInfo
+
+import peewee as pw
+
+from app.db import database, is_sqlite, unit_of_work
+from app.errors import Conflict, NotFound, ValidationFailed
+from app.models import Call, Campaign, CampaignContact, PhoneNumber, Tenant
+from app.services import audit, campaign_progress, limits
+from app.services import calls as call_service
+from app.services import tenants as tenant_service
+from app.services.pages import Page, paginate
+from app.util import new_id, utcnow
+
+DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+MAX_ATTEMPTS = 5
+MAX_DELAY_MINUTES = 1440
+CONTACTS_PER_INSERT = 500
+# Campaigns looked at by one sweep: the running ones with room and pending contacts.
+SWEEP_CAMPAIGNS = 200
+
+
+@dataclass(frozen=True)
+class Contact:
+    to: str
+    variables: dict[str, str]
+
+
+def window_open(campaign: Campaign, moment: datetime) -> bool:
+    """Whether the campaign may place calls at moment (naive UTC): any time without a
+    schedule, else on one of its days between start (included) and end (excluded), read on
+    the clock of its time zone."""
+    if campaign.timezone is None:
+        return True
+    local = moment.replace(tzinfo=UTC).astimezone(ZoneInfo(campaign.timezone))
+    if DAYS[local.weekday()] not in campaign.days:
+        return False
+    return str(campaign.window_start) <= local.strftime("%H:%M") < str(campaign.window_end)
+
+
+def _tenant_campaigns(tenant: Tenant) -> "pw.ModelSelect[Campaign]":
+    return Campaign.select().where(Campaign.tenant == tenant)
+
+
+def get_campaign(*, tenant: Tenant, campaign_id: str) -> Campaign:
+    """The tenant's campaign, or NotFound (also for another tenant's)."""
+    campaign = _tenant_campaigns(tenant).where(Campaign.id == campaign_id).first()
+    if campaign is None:
+        raise NotFound(f"Campaign {campaign_id} not found.")
+    return campaign
+
+
+def list_campaigns(*, tenant: Tenant, limit: int, offset: int) -> Page:
+    """The tenant's campaigns, newest first."""
+    query = _tenant_campaigns(tenant).order_by(Campaign.created_at.desc(), Campaign.id.desc())
+    return paginate(query, limit=limit, offset=offset)
+
+
+def list_contacts(
+    *, tenant: Tenant, campaign_id: str, limit: int, offset: int, status: str | None = None
+) -> Page:
+    """The campaign's contacts in the order given (only those in status), each with the ids
+    of its calls, oldest first (call_ids): two queries."""
+    campaign = get_campaign(tenant=tenant, campaign_id=campaign_id)
+    query = CampaignContact.select().where(CampaignContact.campaign == campaign)
+    total = None
+    if status is not None:
+        query = query.where(CampaignContact.status == status)
+    else:
+        total = campaign.total_count
+    page = paginate(query.order_by(CampaignContact.seq), limit=limit, offset=offset, total=total)
+    calls: dict[str, list[str]] = {contact.id: [] for contact in page.items}
+    if calls:
+        rows = (
+            Call.select(Call.id, Call.contact)
+            .where(Call.contact.in_(list(calls)))
+            .order_by(Call.queued_at, Call.id)
+            .tuples()
+        )
+        for call_id, contact_id in cast(list[tuple[str, str]], list(rows)):
+            calls[contact_id].append(call_id)
+    for contact in page.items:
+        contact.call_ids = calls[contact.id]
+    return page
+
+
+def create_campaign(
+    *,
+    tenant: Tenant,
+    actor: audit.Actor,
+    name: str,
+    phone_number_id: str,
+    contacts: list[Contact],
+    agent_id: str | None = None,
+    max_concurrent_calls: int = 1,
+    schedule: dict[str, Any] | None = None,
+    retry: dict[str, Any] | None = None,
+) -> Campaign:
+    """Create a running campaign with its contacts, all due at once (the sweep places them).
+
+    The number and agent are checked as for one outbound call (404, 409 no_agent); the
+    tenant needs available credit (409 no_credits); maxConcurrentCalls is at most the
+    tenant's concurrent-call limit (422); the contacts at most the setting's cap (409
+    limit_reached). schedule and retry are validated by the API's schema.
+    """
+    limits.check_contacts(len(contacts))
+    number, agent = call_service.outbound_line(
+        tenant=tenant, phone_number_id=phone_number_id, agent_id=agent_id
+    )
+    ceiling = tenant_service.concurrent_call_limit_of(tenant)
+    if max_concurrent_calls > ceiling:
+        raise ValidationFailed(
+            "Invalid value for maxConcurrentCalls.",
+            details={
+                "maxConcurrentCalls": [
+                    f"At most the tenant's concurrent-call limit, {ceiling}, not "
+                    f"{max_concurrent_calls}."
+                ]
+            },
+        )
+    retry = retry or {}
+    now = utcnow()
+    campaign_id = new_id("cmp")
+    with unit_of_work():
+        call_service.check_available_credit(tenant.id)
+        Campaign.create(
+            id=campaign_id,
+            tenant=tenant,
+            name=name,
+            phone_number=number.id,
+            agent=agent.id,
+            status="running",
+            max_concurrent_calls=max_concurrent_calls,
+            timezone=schedule["timezone"] if schedule else None,
+            days=list(schedule.get("days") or DAYS) if schedule else None,
+            window_start=schedule["start"] if schedule else None,
+            window_end=schedule["end"] if schedule else None,
+            max_attempts=retry.get("max_attempts", 1),
+            retry_delay_minutes=retry.get("delay_minutes", 60),
+            retry_on=list(retry.get("on", campaign_progress.DEFAULT_RETRY_ON)),
+            total_count=len(contacts),
+            pending_count=len(contacts),
+            created_at=now,
+            updated_at=now,
+        )
+        rows = [
+            {
+                "id": new_id("cct"),
+                "campaign": campaign_id,
+                "seq": seq,
+                "to_number": contact.to,
+                "variables": contact.variables,
+                "status": "pending",
+                "next_attempt_at": now,
+                "updated_at": now,
+            }
+            for seq, contact in enumerate(contacts, start=1)
+        ]
+        for start in range(0, len(rows), CONTACTS_PER_INSERT):
+            CampaignContact.insert_many(rows[start : start + CONTACTS_PER_INSERT]).execute()
+        audit.write(
+            actor,
+            tenant_id=tenant.id,
+            action="campaign.created",
+            target_id=campaign_id,
+            details={"contacts": len(contacts)},
+        )
+    return Campaign.get_by_id(campaign_id)
+
+
+def _lock_tenant(tenant_id: str) -> None:
+    """Lock the tenant's row first (PostgreSQL), as every step that ends a call does before
+    it locks a campaign: one order, no two transactions waiting on each other."""
+    if not is_sqlite():
+        Tenant.select(Tenant.id).where(Tenant.id == tenant_id).for_update().execute()
+
+
+# action: (the statuses it applies to, the status it leads to, how a sentence says it).
+TRANSITIONS = {
+    "paused": (("running",), "paused", "paused"),
+    "resumed": (("paused",), "running", "resumed"),
+    "canceled": (("running", "paused"), "canceled", "canceled"),
+}
+
+
+def _transition(*, tenant: Tenant, actor: audit.Actor, campaign_id: str, action: str) -> Campaign:
+    sources, target, verb = TRANSITIONS[action]
+    with unit_of_work():
+        campaign = get_campaign(tenant=tenant, campaign_id=campaign_id)
+        _lock_tenant(tenant.id)
+        locked = campaign_progress.lock(campaign.id)
+        assert locked is not None  # campaigns are never deleted while their tenant lives
+        if locked.status == target:
+            return locked  # a repeat changes nothing
+        if locked.status not in sources:
+            raise Conflict(
+                f"A campaign that is {locked.status} cannot be {verb}.",
+                code="illegal_transition",
+                details={"status": locked.status},
+            )
+        Campaign.update(status=target, updated_at=utcnow()).where(
+            Campaign.id == campaign.id
+        ).execute()
+        if target == "canceled":
+            call_service.cancel_campaign_calls(campaign_id=campaign.id)
+        audit.write(actor, tenant_id=tenant.id, action=f"campaign.{action}", target_id=campaign.id)
+    return Campaign.get_by_id(campaign.id)
+
+
+def pause_campaign(*, tenant: Tenant, actor: audit.Actor, campaign_id: str) -> Campaign:
+    """running → paused: no new calls are placed; its queued and live calls go on."""
+    return _transition(tenant=tenant, actor=actor, campaign_id=campaign_id, action="paused")
+
+
+def resume_campaign(*, tenant: Tenant, actor: audit.Actor, campaign_id: str) -> Campaign:
+    """paused → running."""
+    return _transition(tenant=tenant, actor=actor, campaign_id=campaign_id, action="resumed")
+
+
+def cancel_campaign(*, tenant: Tenant, actor: audit.Actor, campaign_id: str) -> Campaign:
+    """running or paused → canceled, with its queued calls (their contacts stay pending: never
+    reached); calls already ringing or answered go on to their end."""
+    return _transition(tenant=tenant, actor=actor, campaign_id=campaign_id, action="canceled")
+
+
+def _place(campaign_id: str, tenant_id: str, now: datetime) -> int:
+    """Queue the calls of the campaign's due contacts, as many as it has room for; how many."""
+    with database.atomic():
+        _lock_tenant(tenant_id)
+        campaign = campaign_progress.lock(campaign_id)
+        if campaign is None or campaign.status != "running":
+            return 0
+        room = campaign.max_concurrent_calls - campaign.in_progress_count
+        if room <= 0 or not campaign.pending_count or not window_open(campaign, now):
+            return 0
+        number = PhoneNumber.get_or_none(PhoneNumber.id == campaign.phone_number_id)
+        if number is None or campaign.agent_id is None:
+            return 0
+        due = cast(
+            list[tuple[str, str, dict[str, str]]],
+            list(
+                CampaignContact.select(
+                    CampaignContact.id, CampaignContact.to_number, CampaignContact.variables
+                )
+                .where(
+                    (CampaignContact.campaign == campaign_id)
+                    & (CampaignContact.status == "pending")
+                    & (CampaignContact.next_attempt_at <= now)
+                )
+                .order_by(CampaignContact.next_attempt_at, CampaignContact.seq)
+                .limit(room)
+                .tuples()
+            ),
+        )
+        if not due:
+            return 0
+        CampaignContact.update(
+            status="in_progress",
+            attempts=CampaignContact.attempts + 1,
+            next_attempt_at=None,
+            updated_at=now,
+        ).where(CampaignContact.id.in_([contact_id for contact_id, _, _ in due])).execute()
+        call_service.queue_calls(
+            tenant_id=tenant_id,
+            outbounds=[
+                call_service.Outbound(
+                    phone_number_id=number.id,
+                    caller_number=number.display_number,
+                    agent_id=campaign.agent_id,
+                    to=to,
+                    variables=variables,
+                    campaign_id=campaign_id,
+                    contact_id=contact_id,
+                )
+                for contact_id, to, variables in due
+            ],
+            now=now,
+        )
+        Campaign.update(
+            {
+                Campaign.in_progress_count: Campaign.in_progress_count + len(due),
+                Campaign.pending_count: Campaign.pending_count - len(due),
+                Campaign.updated_at: now,
+            }
+        ).where(Campaign.id == campaign_id).execute()
+    return len(due)
+
+
+def place_due(*, now: datetime | None = None) -> int:
+    """The sweep: queue the calls of every running campaign's due contacts that its window
+    and its room allow, one transaction per campaign; how many calls were queued."""
+    now = now or utcnow()
+    candidates = (
+        Campaign.select(
+            Campaign.id,
+            Campaign.tenant,
+            Campaign.timezone,
+            Campaign.days,
+            Campaign.window_start,
+            Campaign.window_end,
+        )
+        .where(
+            (Campaign.status == "running")
+            & (Campaign.pending_count > 0)
+            & (Campaign.in_progress_count < Campaign.max_concurrent_calls)
+        )
+        .order_by(Campaign.created_at)
+        .limit(SWEEP_CAMPAIGNS)
+    )
+    # A campaign outside its window costs no transaction.
+    return sum(
+        _place(campaign.id, campaign.tenant_id, now)
+        for campaign in candidates
+        if window_open(campaign, now)
+    )
