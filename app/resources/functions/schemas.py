@@ -219,8 +219,9 @@ class ParametersSchema(Schema):
     )
 
 
-class FunctionSchema(Schema):
-    """A function in a response: every field, always, and never the signing secret."""
+class FunctionDefinitionSchema(Schema):
+    """A function's definition, as a response and an agent's version show it: never its
+    secret."""
 
     name = fields.String(required=True, metadata={"description": "Unique per agent."})
     description = fields.String(
@@ -242,6 +243,11 @@ class FunctionSchema(Schema):
         required=True,
         metadata={"description": "The endpoint's budget in milliseconds, in live calls and tests."},
     )
+
+
+class FunctionSchema(FunctionDefinitionSchema):
+    """A function in a response: every field, always, and never the signing secret."""
+
     created_at = Timestamp(required=True)
     previous_secret_expires_at = previous_secret_expires_at()
 

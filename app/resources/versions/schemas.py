@@ -7,7 +7,7 @@ from marshmallow import fields
 from app.resources.agents.schemas import VOICES
 from app.resources.common import PageArgsSchema, PaginationSchema, Schema
 from app.resources.fields import DateOrTimestamp, Timestamp
-from app.resources.functions.schemas import METHODS, ParametersSchema
+from app.resources.functions.schemas import FunctionDefinitionSchema
 from app.services.audit import ACTOR_TYPES
 
 
@@ -78,31 +78,6 @@ class VersionAgentSchema(Schema):
         required=True,
         allow_none=True,
         metadata={"description": "Number for human escalation (E.164), or null."},
-    )
-
-
-class FunctionDefinitionSchema(Schema):
-    """A function as a version holds it: its definition, never its secret."""
-
-    name = fields.String(required=True, metadata={"description": "Unique per agent."})
-    description = fields.String(
-        required=True, metadata={"description": "Tells the AI what the function does."}
-    )
-    endpoint = fields.String(
-        required=True, metadata={"description": "The URL that the service calls."}
-    )
-    method = fields.String(
-        required=True,
-        metadata={"description": "The HTTP method of the calls.", "enum": METHODS},
-    )
-    parameters = fields.Nested(
-        ParametersSchema,
-        required=True,
-        metadata={"description": "JSON-Schema-like object describing the parameters."},
-    )
-    timeout_ms = fields.Integer(
-        required=True,
-        metadata={"description": "The endpoint's budget in milliseconds, in live calls."},
     )
 
 
