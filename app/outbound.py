@@ -11,8 +11,11 @@ the receiver sends its bytes.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import hmac
 import ipaddress
+import itertools
+import os
 import socket
 import threading
 import time
@@ -295,20 +298,20 @@ class Deadline:
     """A wall-clock limit on one request, enforced on the clock rather than per socket read.
 
     A socket timeout bounds each read, not the answer: a receiver that sends a byte just
-    before each read times out would hold the request for as long as it likes. So a timer
-    shuts the socket of the connection in use once the time is up (as urllib3's own
-    HTTPResponse.shutdown does to interrupt a read from another thread); the blocked read then
-    ends at once, whether it waits for the TLS handshake, the headers or the body.
+    before each read times out would hold the request for as long as it likes. So once the
+    time is up the process's deadline thread (Deadlines) shuts the socket of the connection
+    in use (as urllib3's own HTTPResponse.shutdown does to interrupt a read from another
+    thread); the blocked read then ends at once, whether it waits for the TLS handshake, the
+    headers or the body.
     """
 
     def __init__(self, seconds: float) -> None:
         self.at = time.monotonic() + seconds
         self.expired = False
+        self.closed = False
         self.lock = threading.Lock()
         self.connection: HTTPConnection | None = None
-        self.timer = threading.Timer(max(seconds, 0.0), self.expire)
-        self.timer.daemon = True
-        self.timer.start()
+        _deadlines.watch(self)
 
     def remaining(self) -> float:
         return self.at - time.monotonic()
@@ -322,6 +325,8 @@ class Deadline:
 
     def expire(self) -> None:
         with self.lock:
+            if self.closed:
+                return
             self.expired = True
             sock = self.connection.sock if self.connection is not None else None
             if sock is not None:
@@ -331,11 +336,59 @@ class Deadline:
                     pass  # closed meanwhile: nothing left to interrupt
 
     def close(self) -> None:
-        """The request is over: the timer must not touch the connection any more (it may
+        """The request is over: the deadline must not touch the connection any more (it may
         serve another request from the pool)."""
-        self.timer.cancel()
         with self.lock:
+            self.closed = True
             self.connection = None
+
+
+class Deadlines:
+    """The deadlines of a process's requests, and the one thread that expires them in turn.
+
+    One long-lived thread rather than a timer thread per request: starting a thread costs
+    each request a hand-over between threads, which a busy process pays in latency. A
+    closed deadline stays in the heap until its time and is then dropped. A forked child
+    starts with none (the thread is not copied) and starts its own on first use.
+    """
+
+    def __init__(self) -> None:
+        self.condition = threading.Condition()
+        self.heap: list[tuple[float, int, Deadline]] = []
+        self.order = itertools.count()
+        self.thread: threading.Thread | None = None
+
+    def watch(self, deadline: Deadline) -> None:
+        with self.condition:
+            if self.thread is None:
+                self.thread = threading.Thread(target=self.run, name="deadlines", daemon=True)
+                self.thread.start()
+            heapq.heappush(self.heap, (deadline.at, next(self.order), deadline))
+            if self.heap[0][2] is deadline:  # sooner than the thread waits for: wake it
+                self.condition.notify()
+
+    def run(self) -> None:
+        while True:
+            due: list[Deadline] = []
+            with self.condition:
+                now = time.monotonic()
+                while self.heap and self.heap[0][0] <= now:
+                    due.append(heapq.heappop(self.heap)[2])
+                if not due:
+                    self.condition.wait(self.heap[0][0] - now if self.heap else None)
+            for deadline in due:
+                deadline.expire()
+
+
+_deadlines = Deadlines()
+
+
+def _reset_deadlines() -> None:
+    global _deadlines
+    _deadlines = Deadlines()
+
+
+os.register_at_fork(after_in_child=_reset_deadlines)
 
 
 _current = threading.local()  # the Deadline of the request this thread is sending

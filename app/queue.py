@@ -236,6 +236,17 @@ def waiting(queue_name: str) -> set[str] | None:
         return None
 
 
+def idle(queue_name: str) -> bool:
+    """Whether no job waits in the queue (one round trip); False in inline mode, and when
+    Redis does not answer."""
+    if inline():
+        return False
+    try:
+        return rq_queue(queue_name).count == 0
+    except RedisError:
+        return False
+
+
 def lost(job_ids: list[str]) -> set[str] | None:
     """Those of job_ids that RQ does not hold at all (Redis restarted empty, say), read in
     one round trip; none in inline mode, None when Redis does not answer."""

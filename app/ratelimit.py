@@ -19,16 +19,6 @@ KEY_PREFIX = "voiceagent:ratelimit:"
 RETRY_REDIS_AFTER_S = 5.0
 LOG_EVERY_S = 60.0
 
-# Counts one hit: the new count and the milliseconds left in the window. The first hit of a
-# window starts its expiry; a key left without one (set by hand, or an expiry lost) gets one.
-HIT_SCRIPT = """
-local count = redis.call('INCR', KEYS[1])
-if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end
-return {count, ttl}
-"""
-
 
 @dataclass
 class Usage:
@@ -63,19 +53,35 @@ class MemoryCounters:
 class RedisCounters:
     """Fixed windows in Redis, shared by every process and host.
 
-    Each hit is one call of HIT_SCRIPT: the increment, the window's start and the time left
-    are read in one round trip, and every request gets a count of its own, so the limit holds
-    exactly across processes. redis-py's Script loads the script again into a Redis that
-    lost it (NOSCRIPT).
+    A hit is one INCR: every request gets a count of its own, so the limit holds exactly
+    across processes. The first hit of a window starts its expiry; when the window ends is
+    read (PTTL) once per window by each process and kept, so every later hit is that one
+    command. A key found without an expiry (set by hand, or an expiry lost between the two
+    commands) gets one then.
     """
 
     def __init__(self, url: str) -> None:
         self.client = Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5)
-        self.script = self.client.register_script(HIT_SCRIPT)
+        self.resets: dict[str, float] = {}  # key -> when its window ends (Unix seconds)
 
     def hit(self, key: str) -> tuple[int, float]:
-        count, ttl_ms = self.script(keys=[key], args=[WINDOW_MS])
-        return int(count), time.time() + int(ttl_ms) / 1000
+        count = int(self.client.incr(key))
+        now = time.time()
+        reset_at = self.resets.get(key)
+        if count == 1 or reset_at is None or reset_at <= now:
+            reset_at = self.window_end(key, count, now)
+        return count, reset_at
+
+    def window_end(self, key: str, count: int, now: float) -> float:
+        """When the key's window ends, starting its expiry if it has none; kept for later."""
+        ttl_ms = -1 if count == 1 else int(self.client.pttl(key))
+        if ttl_ms < 0:
+            self.client.pexpire(key, WINDOW_MS)
+            ttl_ms = WINDOW_MS
+        if len(self.resets) > 10_000:  # drop finished windows now and then
+            self.resets = {k: at for k, at in self.resets.items() if at > now}
+        reset_at = self.resets[key] = now + ttl_ms / 1000
+        return reset_at
 
 
 class RateLimiter:

@@ -416,6 +416,21 @@ def test_sender_keeps_the_connection_of_an_answer_in_time_after_its_deadline():
         assert sender.send("POST", receiver.url, timeout=(1, 0.2)).status_code == 200
 
 
+def test_requests_share_one_deadline_thread_and_a_sooner_deadline_still_ends_on_time():
+    """No thread per request: one thread per process keeps every request's deadline, and a
+    request due sooner than the ones it already waits for is cut off at its own time."""
+    with Receiver() as fast, Trickler(interval=0.05) as trickler:
+        sender = outbound.Sender(allow_private=True)
+        for _ in range(5):
+            assert sender.send("POST", fast.url, timeout=(1, 30)).status_code == 200
+        started = time.monotonic()
+        with pytest.raises(outbound.OutboundTimeout):
+            sender.send("POST", trickler.url, timeout=(1, 0.3))
+        assert 0.3 <= time.monotonic() - started < 0.5
+    names = [thread.name for thread in threading.enumerate()]
+    assert names.count("deadlines") == 1
+
+
 def test_sender_reports_a_refused_connection():
     with Receiver() as receiver:
         url = receiver.url

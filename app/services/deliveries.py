@@ -25,6 +25,7 @@ import logging
 import random
 import threading
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -171,25 +172,47 @@ def tenant_places(lane: str) -> int:
 _dispatching = threading.local()
 
 
-def dispatch(*, tenant_id: str) -> int:
+@dataclass(frozen=True)
+class Keep:
+    """A job that asks the dispatch to hand it one of the deliveries it takes, in its lane,
+    to send next itself (job_id is written on the delivery, as a queued job's would be)."""
+
+    job_id: str
+    lane: str
+
+
+@dataclass(frozen=True)
+class Kept:
+    """The delivery a dispatch handed to the job that asked (Keep), with its lease."""
+
+    delivery_id: str
+    lease_until: datetime
+
+
+def dispatch(*, tenant_id: str, keep: Keep | None = None) -> int:
     """Send the tenant's due deliveries to their lanes' queues while it has places; how many.
 
     A job that runs in this thread at once (inline mode outside a request) dispatches again
     when it ends: that call only notes the tenant, and the dispatch in hand goes on with it,
     so a backlog is worked through in a loop, not a recursion as deep as the backlog.
     """
+    return _dispatch(tenant_id, keep)[0]
+
+
+def _dispatch(tenant_id: str, keep: Keep | None) -> tuple[int, Kept | None]:
+    """dispatch(), and the delivery handed to the job that asked for one (keep)."""
     waiting: set[str] | None = getattr(_dispatching, "tenants", None)
     if waiting is not None:
         waiting.add(tenant_id)
-        return 0
+        return 0, None
     _dispatching.tenants = waiting = {tenant_id}
-    sent = 0
     try:
+        sent, kept = _dispatch_tenant(waiting.pop(), keep)
         while waiting:
-            sent += _dispatch_tenant(waiting.pop())
+            sent += _dispatch_tenant(waiting.pop(), None)[0]
     finally:
         _dispatching.tenants = None
-    return sent
+    return sent + (kept is not None), kept
 
 
 def _lock_dispatch(tenant_id: str) -> None:
@@ -200,14 +223,20 @@ def _lock_dispatch(tenant_id: str) -> None:
         database.execute(pw.Select(columns=[lock]))
 
 
-def _dispatch_tenant(tenant_id: str) -> int:
-    """One tenant's dispatch: its deliveries in flight counted, then its oldest due ones taken
-    while its webhooks and lanes have places, in one transaction; their jobs are enqueued once
-    it commits."""
+def dispatch_within(tenant_id: str) -> None:
+    """Dispatch the tenant's due deliveries in the transaction that has just made some (an
+    event's), so the change and their leases commit together: one write transaction, not a
+    second one after the commit. Their jobs are enqueued once it commits."""
+    with nullcontext() if database.in_transaction() else database.atomic():
+        _lock_dispatch(tenant_id)
+        _take_due(tenant_id, None, utcnow())
+
+
+def _dispatch_tenant(tenant_id: str, keep: Keep | None) -> tuple[int, Kept | None]:
+    """One tenant's dispatch in a transaction of its own (_take_due): how many were enqueued,
+    and the one handed to the job that asked (keep)."""
     per_webhook = current_app.config["WEBHOOK_IN_FLIGHT_PER_WEBHOOK"]
     now = utcnow()
-    lease_until = now + timedelta(seconds=current_app.config["WEBHOOK_LEASE_SECONDS"])
-    sent: dict[str, list[tuple[Any, str]]] = {FAST_LANE: [], SLOW_LANE: []}
     # A look first, without a lock: most dispatches (a burst, a backlog, nothing due) find
     # no place free, and then cost two reads and no write transaction.
     by_webhook, room = _places(tenant_id, now)
@@ -215,36 +244,52 @@ def _dispatch_tenant(tenant_id: str) -> int:
     if not any(places > 0 for places in room.values()) or not _next_due(
         tenant_id, now, room, full_webhooks=full
     ):
-        return 0
+        return 0, None
     with database.atomic():
         _lock_dispatch(tenant_id)
-        by_webhook, room = _places(tenant_id, now)  # again, now that no one else dispatches
-        while any(places > 0 for places in room.values()):
-            full = [webhook for webhook, count in by_webhook.items() if count >= per_webhook]
-            asked = sum(places for places in room.values() if places > 0)
-            candidates = _next_due(tenant_id, now, room, full_webhooks=full)
-            progress = skipped = False
-            for delivery_id, webhook_id, lane in candidates:
-                if room[lane] <= 0 or by_webhook.get(webhook_id, 0) >= per_webhook:
-                    skipped = True  # filled by an earlier candidate: the next query leaves it
-                    continue
-                job_id = new_job_id()
-                taken = (
-                    Delivery.update(lease_until=lease_until, job_id=job_id, lane=lane)
-                    .where((Delivery.id == delivery_id) & _free(now))
-                    .execute()
-                )
-                if taken:
+        return _take_due(tenant_id, keep, now)
+
+
+def _take_due(tenant_id: str, keep: Keep | None, now: datetime) -> tuple[int, Kept | None]:
+    """Under the tenant's dispatch lock: its deliveries in flight counted, then its oldest due
+    ones taken while its webhooks and lanes have places; their jobs are enqueued once the
+    transaction commits, but for the one handed to the job that asked (keep): how many were
+    enqueued, and that one."""
+    per_webhook = current_app.config["WEBHOOK_IN_FLIGHT_PER_WEBHOOK"]
+    lease_until = now + timedelta(seconds=current_app.config["WEBHOOK_LEASE_SECONDS"])
+    sent: dict[str, list[tuple[Any, str]]] = {FAST_LANE: [], SLOW_LANE: []}
+    kept: Kept | None = None
+    by_webhook, room = _places(tenant_id, now)
+    while any(places > 0 for places in room.values()):
+        full = [webhook for webhook, count in by_webhook.items() if count >= per_webhook]
+        asked = sum(places for places in room.values() if places > 0)
+        candidates = _next_due(tenant_id, now, room, full_webhooks=full)
+        progress = skipped = False
+        for delivery_id, webhook_id, lane in candidates:
+            if room[lane] <= 0 or by_webhook.get(webhook_id, 0) >= per_webhook:
+                skipped = True  # filled by an earlier candidate: the next query leaves it
+                continue
+            keeps = kept is None and keep is not None and keep.lane == lane
+            job_id = keep.job_id if keep is not None and keeps else new_job_id()
+            taken = (
+                Delivery.update(lease_until=lease_until, job_id=job_id, lane=lane)
+                .where((Delivery.id == delivery_id) & _free(now))
+                .execute()
+            )
+            if taken:
+                if keeps:
+                    kept = Kept(delivery_id, lease_until)
+                else:
                     sent[lane].append(((delivery_id, job_id), job_id))
-                    room[lane] -= 1
-                    by_webhook[webhook_id] = by_webhook.get(webhook_id, 0) + 1
-                progress = True
-            if not progress or (not skipped and len(candidates) < asked):
-                break  # nothing else is due where a place is left
-        for lane, calls in sent.items():
-            if calls:
-                queue.defer_many(lane, DELIVER_JOB, calls)
-    return sum(len(calls) for calls in sent.values())
+                room[lane] -= 1
+                by_webhook[webhook_id] = by_webhook.get(webhook_id, 0) + 1
+            progress = True
+        if not progress or (not skipped and len(candidates) < asked):
+            break  # nothing else is due where a place is left
+    for lane, calls in sent.items():
+        if calls:
+            queue.defer_many(lane, DELIVER_JOB, calls)
+    return sum(len(calls) for calls in sent.values()), kept
 
 
 def _places(tenant_id: str, now: datetime) -> tuple[dict[str, int], dict[str, int]]:
@@ -349,17 +394,89 @@ def claim(delivery_id: str, job_id: str | None = None) -> datetime | None:
 
 def deliver(*, delivery_id: str, job_id: str | None = None) -> str | None:
     """Attempt a delivery if it is due and this job's (job_id) to send, then hand its place to
-    the tenant's next delivery: its status after, or None when this job did not attempt it
-    (not due, dispatched to another job, settled or deleted)."""
+    the tenant's next due delivery: its status after, or None when this job did not attempt it
+    (not due, dispatched to another job, settled or deleted).
+
+    While no other job waits in its lane and its time allows another attempt, the job sends
+    the next one itself (the dispatch hands it over, written to this job), so a tenant's
+    backlog costs one job, not one a delivery; as soon as another job waits, the next goes to
+    the back of the queue, and every tenant keeps its turn.
+    """
+    ends_by = time.monotonic() + _chain_seconds()
+    delivery, lease_until = _take(delivery_id, job_id)
+    if delivery is None or lease_until is None:
+        return None
+    first, kept = _attempt_and_hand_on(delivery, lease_until, job_id, ends_by)
+    while kept is not None:
+        delivery = _claimed(kept.delivery_id)
+        if delivery is None:  # deleted with its webhook meanwhile
+            break
+        kept = _attempt_and_hand_on(delivery, kept.lease_until, job_id, ends_by)[1]
+    return first
+
+
+def _attempt_and_hand_on(
+    delivery: Delivery, lease_until: datetime, job_id: str | None, ends_by: float
+) -> tuple[str | None, Kept | None]:
+    """Attempt the delivery, then dispatch the tenant's next ones: its status, and the one
+    handed to this job to send next (only while no job waits in its lane, and it has time)."""
+    try:
+        status = _attempt(delivery, lease_until)
+    except BaseException:
+        dispatch(tenant_id=delivery.tenant_id)
+        raise
+    lane = delivery.lane or FAST_LANE
+    keep = None
+    if job_id is not None and time.monotonic() < ends_by and queue.idle(lane):
+        keep = Keep(job_id, lane)
+    return status, _dispatch(delivery.tenant_id, keep)[1]
+
+
+def _take(delivery_id: str, job_id: str | None) -> tuple[Delivery | None, datetime | None]:
+    """The delivery, and the lease this job holds it by for its attempt (None when it may not
+    attempt it). The dispatch's lease serves as it is while it outlasts an attempt; else it is
+    renewed (claim), and the row read again."""
+    delivery = _claimed(delivery_id)
+    if delivery is None:
+        return None, None
+    now = utcnow()
+    config = current_app.config
+    if (
+        job_id is not None
+        and delivery.job_id == job_id
+        and delivery.status == "pending"
+        and delivery.next_attempt_at is not None
+        and delivery.next_attempt_at <= now
+        and delivery.lease_until is not None
+        and delivery.lease_until - now >= timedelta(seconds=config["WEBHOOK_TIMEOUT"] + 2)
+    ):
+        return delivery, delivery.lease_until
     lease_until = claim(delivery_id, job_id)
     if lease_until is None:
-        return None
-    delivery = (
+        return None, None
+    return _claimed(delivery_id), lease_until
+
+
+def _chain_seconds() -> float:
+    """How long after its start a job may still begin another attempt: RQ stops the job a
+    second before the lease ends (webhook_job_timeout), and an attempt may take the whole
+    timeout, and a moment to be written."""
+    config = current_app.config
+    return queue.webhook_job_timeout(config) - config["WEBHOOK_TIMEOUT"] - 2
+
+
+def _claimed(delivery_id: str) -> Delivery | None:
+    """A delivery with its event and webhook, as an attempt needs them: one read."""
+    return (
         Delivery.select(
             Delivery.id,
             Delivery.tenant,
             Delivery.attempts,
             Delivery.lane,
+            Delivery.status,
+            Delivery.job_id,
+            Delivery.lease_until,
+            Delivery.next_attempt_at,
             Event.id,
             Event.type,
             Event.data,
@@ -379,12 +496,6 @@ def deliver(*, delivery_id: str, job_id: str | None = None) -> str | None:
         .where(Delivery.id == delivery_id)
         .first()
     )
-    if delivery is None:  # deleted with its webhook meanwhile
-        return None
-    try:
-        return _attempt(delivery, lease_until)
-    finally:
-        dispatch(tenant_id=delivery.tenant_id)
 
 
 def _attempt(delivery: Delivery, lease_until: datetime) -> str | None:

@@ -1,12 +1,12 @@
 """Events, the outbox and the event log.
 
 An event and its deliveries are written with the change that caused them, in the same
-transaction; their delivery jobs are enqueued after commit. Each event takes the next number
-of its tenant's log (seq) from a counter on the tenant row: the UPDATE that takes it holds
-the row's lock until commit (PostgreSQL's row lock, SQLite's IMMEDIATE transaction), so a
-tenant's events commit in seq order, and a reader that has seen seq n has seen every event
-before it. Paging with after=evt_… (seq > that event's) never skips an event that committed
-late.
+transaction, and dispatched in it; their delivery jobs are enqueued after commit. Each event
+takes the next number of its tenant's log (seq) from a counter on the tenant row: the UPDATE
+that takes it holds the row's lock until commit (PostgreSQL's row lock, SQLite's IMMEDIATE
+transaction), so a tenant's events commit in seq order, and a reader that has seen seq n has
+seen every event before it. Paging with after=evt_… (seq > that event's) never skips an event
+that committed late.
 """
 
 from dataclasses import dataclass
@@ -85,8 +85,8 @@ def emit(
 ) -> Event:
     """Record an event and one pending delivery per active webhook subscribed to it.
 
-    Call inside the transaction of the change that caused it: the tenant's deliveries are
-    dispatched once it commits. seq: as record's.
+    Call inside the transaction of the change that caused it: the tenant's due deliveries are
+    dispatched in it too, and their jobs enqueued once it commits. seq: as record's.
     """
     # Read before record() locks the tenant row: the lock is held for as short a time as can be.
     webhooks = list(
@@ -107,7 +107,7 @@ def emit(
     ]
     if deliveries:
         Delivery.insert_many(deliveries).execute()  # one statement for all of them
-        delivery_service.defer_dispatch(tenant_id)
+        delivery_service.dispatch_within(tenant_id)
     return event
 
 

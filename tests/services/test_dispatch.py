@@ -108,6 +108,24 @@ def test_a_finished_attempt_hands_its_place_to_the_next_delivery(app, tenant, qu
     assert {d.id for d in in_flight()} == {second.id, third.id}
 
 
+def test_a_job_sends_the_next_delivery_itself_while_no_other_job_waits(
+    app, tenant, queues, redis_client
+):
+    """A backlog costs one job, not one a delivery: with no job waiting in its lane, the job
+    that finished an attempt is handed the tenant's next delivery (written to it) and sends
+    it too; the other delivery in flight keeps its own job."""
+    with Receiver() as receiver:
+        register(tenant, receiver.url)
+        emit(tenant, 4)
+        first, second = sorted(in_flight(), key=lambda d: (d.next_attempt_at, d.id))
+        redis_client.delete(queues["webhooks"].key)  # both jobs taken by workers
+        assert jobs.deliver_webhook(first.id, first.job_id) == "succeeded"
+        assert len(receiver.requests) == 3
+    assert queues["webhooks"].count == 0
+    assert [d.id for d in in_flight()] == [second.id]
+    assert Delivery.select().where(Delivery.status == "succeeded").count() == 3
+
+
 def test_a_due_retry_waits_for_a_place_like_any_delivery(app, tenant):
     webhook = register(tenant)
     emit(tenant, 2)
@@ -209,7 +227,7 @@ def test_a_dispatch_that_fails_after_the_commit_leaves_the_delivery_to_the_sweep
     """The change is committed before its dispatch runs: a dispatch that fails then is no
     error of the request (no 500), and the delivery waits in the database for the sweeper."""
 
-    def fail(tenant_id):
+    def fail(tenant_id, keep):
         raise RuntimeError("the database went away")
 
     webhook = register(tenant)
