@@ -3,14 +3,17 @@
 The delivery row is the truth, and deliveries wait in the database, not in Redis. The
 dispatcher sends a tenant's due deliveries to a queue only while it has places: at most
 WEBHOOK_IN_FLIGHT_PER_WEBHOOK per webhook and a share of a lane's workers per tenant, counted
-from the leases of the deliveries in flight; it runs after the commit that made deliveries,
-after each attempt (which hands its place on), and in the sweeper. A webhook whose attempt
-timed out goes to the slow lane (its own queue and workers) until it answers in time again.
+from the leases of the deliveries in flight; it runs in the transaction that made deliveries
+(an event's), after each attempt (which hands its place on), and in the sweeper. A webhook
+whose attempt timed out goes to the slow lane (its own queue and workers) until it answers
+in time again.
 
-One job sends one delivery: it claims it with a conditional UPDATE that renews its lease,
-sends it without holding a transaction (the attempt ends on the clock, well within the
-lease), then writes the attempt and its outcome in one transaction (success, the next
-attempt time, or failure for good). Whatever goes wrong with one delivery is recorded as its
+A job sends the delivery it was dispatched to, by the dispatch's lease while that outlasts an
+attempt (else it renews the lease with a conditional UPDATE first), without holding a
+transaction (the attempt ends on the clock, well within the lease), then writes the attempt
+and its outcome in one transaction (success, the next attempt time, or failure for good).
+While no other job waits in its lane, the dispatch after the attempt hands it the tenant's
+next due delivery to send too. Whatever goes wrong with one delivery is recorded as its
 failed attempt and touches no other. The sweeper dispatches every due delivery that no live
 lease holds, and again one whose job Redis lost, so an enqueue lost to a Redis outage or a
 worker killed mid-job only delays it.
@@ -189,18 +192,19 @@ class Kept:
     lease_until: datetime
 
 
-def dispatch(*, tenant_id: str, keep: Keep | None = None) -> int:
+def dispatch(*, tenant_id: str) -> int:
     """Send the tenant's due deliveries to their lanes' queues while it has places; how many.
 
     A job that runs in this thread at once (inline mode outside a request) dispatches again
     when it ends: that call only notes the tenant, and the dispatch in hand goes on with it,
     so a backlog is worked through in a loop, not a recursion as deep as the backlog.
     """
-    return _dispatch(tenant_id, keep)[0]
+    return _dispatch(tenant_id, None)[0]
 
 
 def _dispatch(tenant_id: str, keep: Keep | None) -> tuple[int, Kept | None]:
-    """dispatch(), and the delivery handed to the job that asked for one (keep)."""
+    """dispatch(), and the delivery handed to the job that asked for one (keep), which the
+    count leaves out."""
     waiting: set[str] | None = getattr(_dispatching, "tenants", None)
     if waiting is not None:
         waiting.add(tenant_id)
@@ -212,7 +216,7 @@ def _dispatch(tenant_id: str, keep: Keep | None) -> tuple[int, Kept | None]:
             sent += _dispatch_tenant(waiting.pop(), None)[0]
     finally:
         _dispatching.tenants = None
-    return sent + (kept is not None), kept
+    return sent, kept
 
 
 def _lock_dispatch(tenant_id: str) -> None:
@@ -269,15 +273,15 @@ def _take_due(tenant_id: str, keep: Keep | None, now: datetime) -> tuple[int, Ke
             if room[lane] <= 0 or by_webhook.get(webhook_id, 0) >= per_webhook:
                 skipped = True  # filled by an earlier candidate: the next query leaves it
                 continue
-            keeps = kept is None and keep is not None and keep.lane == lane
-            job_id = keep.job_id if keep is not None and keeps else new_job_id()
+            handed = keep if kept is None and keep is not None and keep.lane == lane else None
+            job_id = handed.job_id if handed is not None else new_job_id()
             taken = (
                 Delivery.update(lease_until=lease_until, job_id=job_id, lane=lane)
                 .where((Delivery.id == delivery_id) & _free(now))
                 .execute()
             )
             if taken:
-                if keeps:
+                if handed is not None:
                     kept = Kept(delivery_id, lease_until)
                 else:
                     sent[lane].append(((delivery_id, job_id), job_id))
