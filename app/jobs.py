@@ -17,6 +17,12 @@ def deliver_webhook(delivery_id: str, job_id: str | None = None) -> str | None:
         return deliveries.deliver(delivery_id=delivery_id, job_id=job_id)
 
 
+def dispatch_deliveries(tenant_id: str) -> int:
+    """Dispatch the tenant's due deliveries (how many were sent to their queues)."""
+    with database.connection_context():
+        return deliveries.dispatch(tenant_id=tenant_id)
+
+
 def invoke_function(invocation: dict[str, Any]) -> dict[str, Any]:
     """Call the tenant's endpoint once for a function call and record it; the outcome."""
     with database.connection_context():

@@ -55,6 +55,7 @@ EXCERPT_BYTES = 2048
 SWEEP_BATCH = 1000
 STATUSES = ("pending", "succeeded", "failed")
 DELIVER_JOB = "app.jobs.deliver_webhook"  # by name: the jobs module imports this one
+DISPATCH_JOB = "app.jobs.dispatch_deliveries"
 FAST_LANE, SLOW_LANE = "webhooks", "webhooks_slow"  # the RQ queues
 LANE_WORKERS = {FAST_LANE: "WEBHOOK_WORKERS", SLOW_LANE: "WEBHOOK_SLOW_WORKERS"}
 # The PostgreSQL advisory lock class under which one tenant's dispatches run one at a time
@@ -170,6 +171,13 @@ def tenant_places(lane: str) -> int:
     lane's workers, at least one."""
     config = current_app.config
     return max(1, int(config[LANE_WORKERS[lane]] * config["WEBHOOK_TENANT_SHARE"]))
+
+
+def defer_dispatch_job(tenant_id: str) -> None:
+    """Have a webhooks worker dispatch the tenant's due deliveries once the current
+    transaction commits (a job), so this process answers without waiting for it. A job lost
+    with Redis only delays them until the sweeper's next run."""
+    queue.defer(FAST_LANE, DISPATCH_JOB, tenant_id)
 
 
 _dispatching = threading.local()

@@ -189,9 +189,15 @@ def _refusal(declared: Any, name: str, parameters: dict[str, Any]) -> Outcome | 
     return None
 
 
-def _record(invocation: Invocation, outcome: Outcome, *, http_status: int | None) -> bool:
+def _record(
+    invocation: Invocation,
+    outcome: Outcome,
+    *,
+    http_status: int | None,
+    dispatch_later: bool = False,
+) -> bool:
     """Store the invocation with its outcome and emit function.called, unless it is stored
-    already (the other side got there first): False then."""
+    already (the other side got there first): False then. dispatch_later: as emit's."""
     record = dict(
         id=invocation.id,
         tenant=invocation.tenant_id,
@@ -224,6 +230,7 @@ def _record(invocation: Invocation, outcome: Outcome, *, http_status: int | None
                 "parameters": invocation.parameters,
                 "result": outcome.result if outcome.error is None else {"error": outcome.error},
             },
+            dispatch_later=dispatch_later,
         )
     return True
 
@@ -291,7 +298,9 @@ def run(invocation: Invocation) -> Outcome:
         invocation = replace(invocation, function_id=None)
     outcome, status = _attempt(function, invocation)
     try:
-        _record(invocation, outcome, http_status=status)
+        # The waiter has its answer once this commits: the event's deliveries are dispatched
+        # by a webhooks worker, not before the answer.
+        _record(invocation, outcome, http_status=status, dispatch_later=True)
     except Exception:  # the caller still gets its answer; the record is what is lost
         log.exception("could not record function call %s", invocation.id)
     return outcome

@@ -126,6 +126,22 @@ def test_a_job_sends_the_next_delivery_itself_while_no_other_job_waits(
     assert Delivery.select().where(Delivery.status == "succeeded").count() == 3
 
 
+def test_an_event_dispatched_later_is_dispatched_by_a_webhooks_job(app, tenant, queues):
+    """A function call's event: its transaction only writes the delivery, and a dispatch job
+    waits in the webhooks queue for a worker, so the answer is not held up by the dispatch."""
+    register(tenant)
+    with database.atomic():
+        events.emit(
+            tenant_id=tenant.id, type="call.ended", data={"callId": "c1"}, dispatch_later=True
+        )
+    assert in_flight() == [] and len(waiting_in_database()) == 1
+    [job] = queues["webhooks"].jobs
+    assert (job.func_name, job.args) == (deliveries.DISPATCH_JOB, (tenant.id,))
+    assert jobs.dispatch_deliveries(*job.args) == 1
+    [delivery] = in_flight()
+    assert queues["webhooks"].job_ids[-1] == delivery.job_id
+
+
 def test_a_due_retry_waits_for_a_place_like_any_delivery(app, tenant):
     webhook = register(tenant)
     emit(tenant, 2)
