@@ -13,6 +13,9 @@ during an HTTP request goes to one background thread
 of the web process, so the response never waits on a slow receiver, and that thread also
 sweeps, which is how retries happen; anything else runs at once in the calling thread.
 
+Work that needs no worker but must not hold up a response (dispatching a function call's
+deliveries) runs in the web process once the response is sent (after_response).
+
 A job is named by its dotted path ("app.jobs.deliver_webhook"), as RQ allows, so the modules
 that enqueue jobs never import the module that runs them; inline mode imports it by that
 name too.
@@ -26,7 +29,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from flask import Flask, current_app, has_request_context
+from flask import Flask, Response, current_app, g, has_request_context
 from redis import Redis, RedisError
 from rq import Queue
 from rq.job import Job
@@ -187,6 +190,32 @@ def enqueue(queue_name: str, func: str, *args: Any, job_id: str | None = None) -
         log.warning("could not enqueue %s on %s (%s)", func, queue_name, exc)
         return False
     return True
+
+
+def after_response(queue_name: str, func: str, *args: Any) -> None:
+    """Run the job func(*args) in this process once the response to the current request has
+    been sent, so the client never waits for it: no job to enqueue and for a worker to take.
+    Inline mode, or outside a request: enqueue it as enqueue() does. Lost with the process
+    only if it dies in that moment: what the job does must be found again by a sweep."""
+    if inline() or not has_request_context():
+        enqueue(queue_name, func, *args)
+        return
+    g.setdefault("after_response", []).append((func, args))
+
+
+def _run_after_response(app: Flask, response: Response) -> Response:
+    """after_request: hand the jobs the request left for after its response to the response's
+    close, which the WSGI server calls once the response is sent."""
+    left = g.pop("after_response", None)
+    if left:
+
+        def run_left() -> None:
+            with app.app_context():
+                for func, args in left:
+                    run_inline(func, *args)
+
+        response.call_on_close(run_left)
+    return response
 
 
 def defer_many(queue_name: str, func: str, calls: list[tuple[Any, str]]) -> None:
@@ -383,6 +412,7 @@ def shutdown(app: Flask) -> None:
 
 
 def init_app(app: Flask) -> None:
+    app.after_request(partial(_run_after_response, app))
     if app.config["QUEUE_MODE"] == "inline":
         # Started with the first request, so retries left from before a restart are sent
         # without waiting for a new event.

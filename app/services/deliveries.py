@@ -173,11 +173,11 @@ def tenant_places(lane: str) -> int:
     return max(1, int(config[LANE_WORKERS[lane]] * config["WEBHOOK_TENANT_SHARE"]))
 
 
-def defer_dispatch_job(tenant_id: str) -> None:
-    """Have a webhooks worker dispatch the tenant's due deliveries once the current
-    transaction commits (a job), so this process answers without waiting for it. A job lost
-    with Redis only delays them until the sweeper's next run."""
-    queue.defer(FAST_LANE, DISPATCH_JOB, tenant_id)
+def dispatch_after_response(tenant_id: str) -> None:
+    """Dispatch the tenant's due deliveries once the current request's response is sent (a
+    function call's answer), in this process; outside a request, or in inline mode, by a
+    job. Deliveries that a crash in that moment leaves undispatched wait for the sweeper."""
+    queue.after_response(FAST_LANE, DISPATCH_JOB, tenant_id)
 
 
 _dispatching = threading.local()
@@ -186,7 +186,8 @@ _dispatching = threading.local()
 @dataclass(frozen=True)
 class Keep:
     """A job that asks the dispatch to hand it one of the deliveries it takes, in its lane,
-    to send next itself (job_id is written on the delivery, as a queued job's would be)."""
+    to send next itself (job_id is written on the delivery, as a queued job's would be); the
+    dispatch does so only while no other job waits in that lane."""
 
     job_id: str
     lane: str
@@ -246,17 +247,22 @@ def dispatch_within(tenant_id: str) -> None:
 
 def _dispatch_tenant(tenant_id: str, keep: Keep | None) -> tuple[int, Kept | None]:
     """One tenant's dispatch in a transaction of its own (_take_due): how many were enqueued,
-    and the one handed to the job that asked (keep)."""
+    and the one handed to the job that asked (keep), if its lane has no job waiting."""
     per_webhook = current_app.config["WEBHOOK_IN_FLIGHT_PER_WEBHOOK"]
     now = utcnow()
-    # A look first, without a lock: most dispatches (a burst, a backlog, nothing due) find
-    # no place free, and then cost two reads and no write transaction.
+    # A look first, without a lock: most dispatches find nothing due (each event's deliveries
+    # were dispatched with it) and cost one read; a burst or a backlog that finds no place
+    # free costs three, and no write transaction.
+    if not _any_due(tenant_id, now):
+        return 0, None
     by_webhook, room = _places(tenant_id, now)
     full = [webhook for webhook, count in by_webhook.items() if count >= per_webhook]
     if not any(places > 0 for places in room.values()) or not _next_due(
         tenant_id, now, room, full_webhooks=full
     ):
         return 0, None
+    if keep is not None and not queue.idle(keep.lane):
+        keep = None  # another job waits: the next delivery goes to the back of the queue
     with database.atomic():
         _lock_dispatch(tenant_id)
         return _take_due(tenant_id, keep, now)
@@ -332,6 +338,11 @@ def _in_flight(tenant_id: str, now: datetime) -> tuple[dict[str, int], dict[str,
         by_webhook[webhook_id] = by_webhook.get(webhook_id, 0) + count
         by_lane[lane or FAST_LANE] += count
     return by_webhook, by_lane
+
+
+def _any_due(tenant_id: str, now: datetime) -> bool:
+    """Whether any of the tenant's deliveries is due and free: one read of the index."""
+    return Delivery.select(Delivery.id).where((Delivery.tenant == tenant_id) & _free(now)).exists()
 
 
 def _next_due(
@@ -437,10 +448,9 @@ def _attempt_and_hand_on(
     except BaseException:
         dispatch(tenant_id=delivery.tenant_id)
         raise
-    lane = delivery.lane or FAST_LANE
     keep = None
-    if job_id is not None and time.monotonic() < ends_by and queue.idle(lane):
-        keep = Keep(job_id, lane)
+    if job_id is not None and time.monotonic() < ends_by:
+        keep = Keep(job_id, delivery.lane or FAST_LANE)
     return status, _dispatch(delivery.tenant_id, keep)[1]
 
 

@@ -82,14 +82,15 @@ def emit(
     data: dict[str, Any],
     occurred_at: datetime | None = None,
     seq: int | None = None,
-    dispatch_later: bool = False,
+    dispatch: bool = True,
 ) -> Event:
     """Record an event and one pending delivery per active webhook subscribed to it.
 
     Call inside the transaction of the change that caused it: the tenant's due deliveries are
     dispatched in it too, and their jobs enqueued once it commits. seq: as record's.
-    dispatch_later: a webhooks worker dispatches them instead, once it commits (a job), for a
-    caller that hands its answer on as soon as the change is written (a function call).
+    dispatch=False: only write them, for a caller whose answer must not wait for their
+    dispatch (a function call's job: the web process dispatches them once it has answered,
+    deliveries.dispatch_after_response).
     """
     # Read before record() locks the tenant row: the lock is held for as short a time as can be.
     webhooks = list(
@@ -110,9 +111,7 @@ def emit(
     ]
     if deliveries:
         Delivery.insert_many(deliveries).execute()  # one statement for all of them
-        if dispatch_later:
-            delivery_service.defer_dispatch_job(tenant_id)
-        else:
+        if dispatch:
             delivery_service.dispatch_within(tenant_id)
     return event
 

@@ -4,7 +4,8 @@ and hands the JSON answer back to the voice runtime, always within the function'
 
 The web process checks the request and runs it as a job on the functions queue, waiting for
 the job's return value (RQ's result); a worker sends the signed request (the endpoint gets
-the budget, at most 1 s of it to connect), records the outcome and returns it. Nothing is
+the budget, at most 1 s of it to connect), records the outcome and returns it, and the web
+process dispatches function.called's deliveries once the answer is sent. Nothing is
 written before the endpoint answers. Each invocation is recorded exactly once, by whichever
 side gets there first (the worker with the answer, or the web process when its wait is over:
 the primary key settles it), and is never retried once sent. A tenant's live calls take at
@@ -33,7 +34,7 @@ from app.db import database
 from app.errors import Conflict, NotFound
 from app.models import AgentVersion, Call, Function, FunctionInvocation, Tenant
 from app.services import agents as agent_service
-from app.services import events, snapshots
+from app.services import deliveries, events, snapshots
 from app.services.functions import DEFAULT_TIMEOUT_MS, argument_errors, get_function
 from app.util import new_id, utcnow
 
@@ -194,10 +195,10 @@ def _record(
     outcome: Outcome,
     *,
     http_status: int | None,
-    dispatch_later: bool = False,
+    dispatch: bool = True,
 ) -> bool:
     """Store the invocation with its outcome and emit function.called, unless it is stored
-    already (the other side got there first): False then. dispatch_later: as emit's."""
+    already (the other side got there first): False then. dispatch: as emit's."""
     record = dict(
         id=invocation.id,
         tenant=invocation.tenant_id,
@@ -230,7 +231,7 @@ def _record(
                 "parameters": invocation.parameters,
                 "result": outcome.result if outcome.error is None else {"error": outcome.error},
             },
-            dispatch_later=dispatch_later,
+            dispatch=dispatch,
         )
     return True
 
@@ -260,6 +261,9 @@ def _run_and_wait(invocation: Invocation) -> Outcome:
         return _wait_for_job(invocation)
     finally:
         queue.give_back_place(group, invocation.id)
+        # The job wrote function.called's deliveries without dispatching them, so as not to
+        # hold up the answer: they are dispatched once it is sent.
+        deliveries.dispatch_after_response(invocation.tenant_id)
 
 
 def _wait_for_job(invocation: Invocation) -> Outcome:
@@ -298,9 +302,9 @@ def run(invocation: Invocation) -> Outcome:
         invocation = replace(invocation, function_id=None)
     outcome, status = _attempt(function, invocation)
     try:
-        # The waiter has its answer once this commits: the event's deliveries are dispatched
-        # by a webhooks worker, not before the answer.
-        _record(invocation, outcome, http_status=status, dispatch_later=True)
+        # The waiter has its answer once this commits: it dispatches the event's deliveries
+        # once it has handed the answer on (_run_and_wait).
+        _record(invocation, outcome, http_status=status, dispatch=False)
     except Exception:  # the caller still gets its answer; the record is what is lost
         log.exception("could not record function call %s", invocation.id)
     return outcome

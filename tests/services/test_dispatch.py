@@ -126,20 +126,42 @@ def test_a_job_sends_the_next_delivery_itself_while_no_other_job_waits(
     assert Delivery.select().where(Delivery.status == "succeeded").count() == 3
 
 
-def test_an_event_dispatched_later_is_dispatched_by_a_webhooks_job(app, tenant, queues):
-    """A function call's event: its transaction only writes the delivery, and a dispatch job
-    waits in the webhooks queue for a worker, so the answer is not held up by the dispatch."""
+def test_an_event_written_without_dispatch_is_dispatched_by_a_job_outside_a_request(
+    app, tenant, queues
+):
+    """A function call's event: its job's transaction only writes the delivery; outside a
+    request, dispatch_after_response leaves the dispatch to a job in the webhooks queue."""
     register(tenant)
     with database.atomic():
-        events.emit(
-            tenant_id=tenant.id, type="call.ended", data={"callId": "c1"}, dispatch_later=True
-        )
-    assert in_flight() == [] and len(waiting_in_database()) == 1
+        events.emit(tenant_id=tenant.id, type="call.ended", data={"callId": "c1"}, dispatch=False)
+    assert in_flight() == [] and len(waiting_in_database()) == 1 and queues["webhooks"].jobs == []
+    deliveries.dispatch_after_response(tenant.id)
     [job] = queues["webhooks"].jobs
     assert (job.func_name, job.args) == (deliveries.DISPATCH_JOB, (tenant.id,))
     assert jobs.dispatch_deliveries(*job.args) == 1
     [delivery] = in_flight()
     assert queues["webhooks"].job_ids[-1] == delivery.job_id
+
+
+def test_a_dispatch_after_the_response_runs_in_the_web_process_once_it_is_sent(app, tenant, queues):
+    """In a request, the dispatch runs once the response is sent (its close), in this
+    process: no job for it."""
+    register(tenant)
+    with database.atomic():
+        events.emit(tenant_id=tenant.id, type="call.ended", data={"callId": "c1"}, dispatch=False)
+
+    @app.get("/test-after-response")
+    def answer():
+        deliveries.dispatch_after_response(tenant.id)
+        return {"answered": True}
+
+    response = app.test_client().get("/test-after-response")
+    assert response.json == {"answered": True}
+    assert in_flight() == [] and queues["webhooks"].jobs == []  # not before it is sent
+    response.close()
+    [delivery] = in_flight()
+    [job] = queues["webhooks"].jobs
+    assert (job.func_name, job.args[0]) == (deliveries.DELIVER_JOB, delivery.id)
 
 
 def test_a_due_retry_waits_for_a_place_like_any_delivery(app, tenant):
