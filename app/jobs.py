@@ -4,17 +4,20 @@ worker.py runs them in processes that have the app's context; inline mode runs t
 web process. Each opens its own database connection and returns it to the pool after.
 """
 
+from collections.abc import Sequence
 from typing import Any
 
 from app.db import database
 from app.services import calls, campaigns, deliveries, function_calls
 
 
-def deliver_webhook(delivery_id: str, job_id: str | None = None) -> str | None:
-    """Attempt one webhook delivery if it is due and was dispatched to this job (job_id); its
-    status after."""
+def deliver_webhook(
+    delivery_id: str, job_id: str | None = None, then: Sequence[str] = ()
+) -> str | None:
+    """Attempt a webhook delivery if it is due and was dispatched to this job (job_id), then
+    those of the same event to other webhooks (then); the first one's status after."""
     with database.connection_context():
-        return deliveries.deliver(delivery_id=delivery_id, job_id=job_id)
+        return deliveries.deliver(delivery_id=delivery_id, job_id=job_id, then=then)
 
 
 def dispatch_deliveries(tenant_id: str) -> int:

@@ -8,9 +8,11 @@ from the leases of the deliveries in flight; it runs in the transaction that mad
 whose attempt timed out goes to the slow lane (its own queue and workers) until it answers
 in time again.
 
-A job sends the delivery it was dispatched to, by the dispatch's lease while that outlasts an
-attempt (else it renews the lease with a conditional UPDATE first), without holding a
-transaction (the attempt ends on the clock, well within the lease), then writes the attempt
+A job sends the delivery it was dispatched to (in the fast lane, an event's deliveries to
+several webhooks are dispatched to one job, which sends them in turn: RQ's own work for a job
+is the same whatever it sends), by the dispatch's lease while that outlasts an attempt
+(else it renews the lease with a conditional UPDATE first), without holding a transaction
+(the attempt ends on the clock, well within the lease), then writes the attempt
 and its outcome in one transaction (success, the next attempt time, or failure for good).
 While no other job waits in its lane, the dispatch after the attempt hands it the tenant's
 next due delivery to send too. Whatever goes wrong with one delivery is recorded as its
@@ -28,6 +30,7 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -275,7 +278,10 @@ def _take_due(tenant_id: str, keep: Keep | None, now: datetime) -> tuple[int, Ke
     enqueued, and that one."""
     per_webhook = current_app.config["WEBHOOK_IN_FLIGHT_PER_WEBHOOK"]
     lease_until = now + timedelta(seconds=current_app.config["WEBHOOK_LEASE_SECONDS"])
-    sent: dict[str, list[tuple[Any, str]]] = {FAST_LANE: [], SLOW_LANE: []}
+    # The deliveries of each job to enqueue, by lane: in the fast lane, one job sends the
+    # deliveries of one event to its several webhooks, one after the other.
+    sent: dict[str, dict[str, list[str]]] = {FAST_LANE: {}, SLOW_LANE: {}}
+    job_of_event: dict[str, str] = {}
     kept: Kept | None = None
     by_webhook, room = _places(tenant_id, now)
     while any(places > 0 for places in room.values()):
@@ -283,12 +289,13 @@ def _take_due(tenant_id: str, keep: Keep | None, now: datetime) -> tuple[int, Ke
         asked = sum(places for places in room.values() if places > 0)
         candidates = _next_due(tenant_id, now, room, full_webhooks=full)
         progress = skipped = False
-        for delivery_id, webhook_id, lane in candidates:
+        for delivery_id, webhook_id, event_id, lane in candidates:
             if room[lane] <= 0 or by_webhook.get(webhook_id, 0) >= per_webhook:
                 skipped = True  # filled by an earlier candidate: the next query leaves it
                 continue
             handed = keep if kept is None and keep is not None and keep.lane == lane else None
-            job_id = handed.job_id if handed is not None else new_job_id()
+            joined = job_of_event.get(event_id) if lane == FAST_LANE else None
+            job_id = handed.job_id if handed is not None else joined or new_job_id()
             taken = (
                 Delivery.update(lease_until=lease_until, job_id=job_id, lane=lane)
                 .where((Delivery.id == delivery_id) & _free(now))
@@ -298,16 +305,22 @@ def _take_due(tenant_id: str, keep: Keep | None, now: datetime) -> tuple[int, Ke
                 if handed is not None:
                     kept = Kept(delivery_id, lease_until)
                 else:
-                    sent[lane].append(((delivery_id, job_id), job_id))
+                    sent[lane].setdefault(job_id, []).append(delivery_id)
+                    if lane == FAST_LANE:
+                        job_of_event[event_id] = job_id
                 room[lane] -= 1
                 by_webhook[webhook_id] = by_webhook.get(webhook_id, 0) + 1
             progress = True
         if not progress or (not skipped and len(candidates) < asked):
             break  # nothing else is due where a place is left
-    for lane, calls in sent.items():
-        if calls:
+    for lane, jobs in sent.items():
+        if jobs:
+            calls = [
+                ((first, job_id, *([rest] if rest else [])), job_id)
+                for job_id, (first, *rest) in jobs.items()
+            ]
             queue.defer_many(lane, DELIVER_JOB, calls)
-    return sum(len(calls) for calls in sent.values()), kept
+    return sum(len(ids) for jobs in sent.values() for ids in jobs.values()), kept
 
 
 def _places(tenant_id: str, now: datetime) -> tuple[dict[str, int], dict[str, int]]:
@@ -347,12 +360,13 @@ def _any_due(tenant_id: str, now: datetime) -> bool:
 
 def _next_due(
     tenant_id: str, now: datetime, room: dict[str, int], *, full_webhooks: list[str]
-) -> list[tuple[str, str, str]]:
-    """The tenant's oldest due, free deliveries (id, webhook id, lane), as many as its lanes
-    have places for, leaving out the webhooks with none left and the lanes that are full."""
+) -> list[tuple[str, str, str, str]]:
+    """The tenant's oldest due, free deliveries (id, webhook id, event id, lane), as many as
+    its lanes have places for, leaving out the webhooks with none left and the lanes that are
+    full."""
     open_lanes = [lane for lane, places in room.items() if places > 0]
     query = (
-        Delivery.select(Delivery.id, Delivery.webhook, Webhook.lane)
+        Delivery.select(Delivery.id, Delivery.webhook, Delivery.event, Webhook.lane)
         .join(Webhook)
         .where(
             (Delivery.tenant == tenant_id)
@@ -363,7 +377,7 @@ def _next_due(
         .order_by(Delivery.next_attempt_at, Delivery.id)
         .limit(sum(room[lane] for lane in open_lanes))
     )
-    return cast(list[tuple[str, str, str]], list(query.tuples()))
+    return cast(list[tuple[str, str, str, str]], list(query.tuples()))
 
 
 @dataclass
@@ -415,10 +429,12 @@ def claim(delivery_id: str, job_id: str | None = None) -> datetime | None:
     return lease_until if taken else None
 
 
-def deliver(*, delivery_id: str, job_id: str | None = None) -> str | None:
+def deliver(*, delivery_id: str, job_id: str | None = None, then: Sequence[str] = ()) -> str | None:
     """Attempt a delivery if it is due and this job's (job_id) to send, then hand its place to
     the tenant's next due delivery: its status after, or None when this job did not attempt it
-    (not due, dispatched to another job, settled or deleted).
+    (not due, dispatched to another job, settled or deleted). then: the deliveries of the same
+    event to other webhooks, dispatched to this job too, attempted after it in turn; those
+    the job's time no longer allows are freed and dispatched again.
 
     While no other job waits in its lane and its time allows another attempt, the job sends
     the next one itself (the dispatch hands it over, written to this job), so a tenant's
@@ -426,10 +442,22 @@ def deliver(*, delivery_id: str, job_id: str | None = None) -> str | None:
     the back of the queue, and every tenant keeps its turn.
     """
     ends_by = time.monotonic() + _chain_seconds()
-    delivery, lease_until = _take(delivery_id, job_id)
-    if delivery is None or lease_until is None:
-        return None
-    first, kept = _attempt_and_hand_on(delivery, lease_until, job_id, ends_by)
+    ids = [delivery_id, *then]
+    first: str | None = None
+    kept: Kept | None = None
+    tenant_id: str | None = None  # once one was attempted
+    for index, next_id in enumerate(ids):
+        if tenant_id is not None and time.monotonic() >= ends_by:
+            _release(ids[index:], job_id, tenant_id)  # time ran out after an attempt
+            break
+        delivery, lease_until = _take(next_id, job_id)
+        if delivery is None or lease_until is None:
+            continue
+        tenant_id = delivery.tenant_id
+        last = index == len(ids) - 1
+        status, kept = _attempt_and_hand_on(delivery, lease_until, job_id, ends_by, keep=last)
+        if index == 0:
+            first = status
     while kept is not None:
         delivery = _claimed(kept.delivery_id)
         if delivery is None:  # deleted with its webhook meanwhile
@@ -438,20 +466,35 @@ def deliver(*, delivery_id: str, job_id: str | None = None) -> str | None:
     return first
 
 
+def _release(delivery_ids: list[str], job_id: str | None, tenant_id: str) -> None:
+    """Free the tenant's deliveries that this job was to send but has no time left for, and
+    dispatch them again (to other jobs)."""
+    Delivery.update(lease_until=None, job_id=None).where(
+        Delivery.id.in_(delivery_ids) & (Delivery.job_id == job_id) & (Delivery.status == "pending")
+    ).execute()
+    dispatch(tenant_id=tenant_id)
+
+
 def _attempt_and_hand_on(
-    delivery: Delivery, lease_until: datetime, job_id: str | None, ends_by: float
+    delivery: Delivery,
+    lease_until: datetime,
+    job_id: str | None,
+    ends_by: float,
+    *,
+    keep: bool = True,
 ) -> tuple[str | None, Kept | None]:
     """Attempt the delivery, then dispatch the tenant's next ones: its status, and the one
-    handed to this job to send next (only while no job waits in its lane, and it has time)."""
+    handed to this job to send next (if it asks (keep), only while no job waits in its lane,
+    and it has time)."""
     try:
         status = _attempt(delivery, lease_until)
     except BaseException:
         dispatch(tenant_id=delivery.tenant_id)
         raise
-    keep = None
-    if job_id is not None and time.monotonic() < ends_by:
-        keep = Keep(job_id, delivery.lane or FAST_LANE)
-    return status, _dispatch(delivery.tenant_id, keep)[1]
+    asked = None
+    if keep and job_id is not None and time.monotonic() < ends_by:
+        asked = Keep(job_id, delivery.lane or FAST_LANE)
+    return status, _dispatch(delivery.tenant_id, asked)[1]
 
 
 def _take(delivery_id: str, job_id: str | None) -> tuple[Delivery | None, datetime | None]:

@@ -81,7 +81,8 @@ def test_a_tenant_has_at_most_half_the_workers_and_the_rest_wait_in_the_database
     assert len(in_flight(tenant=tenant.id)) == app.config["WEBHOOK_WORKERS"] // 2 == 2
     assert len(waiting_in_database(tenant=tenant.id)) == 3 * 4 - 2
     assert len(in_flight(tenant=other_tenant.id)) == 1
-    assert queues["webhooks"].count == 3  # only what may be sent waits in Redis
+    # Only what may be sent waits in Redis: the tenant's two, of one event, in one job.
+    assert queues["webhooks"].count == 2
 
 
 def test_the_tenants_share_follows_the_settings(app, tenant):
@@ -124,6 +125,51 @@ def test_a_job_sends_the_next_delivery_itself_while_no_other_job_waits(
     assert queues["webhooks"].count == 0
     assert [d.id for d in in_flight()] == [second.id]
     assert Delivery.select().where(Delivery.status == "succeeded").count() == 3
+
+
+def test_an_events_deliveries_to_several_webhooks_are_one_job_in_the_fast_lane(app, tenant, queues):
+    """An event's deliveries to two webhooks: one job sends both, one after the other."""
+    with Receiver() as crm, Receiver() as analytics:
+        register(tenant, crm.url)
+        register(tenant, analytics.url)
+        emit(tenant)
+        first, second = sorted(in_flight(), key=lambda d: (d.next_attempt_at, d.id))
+        assert first.job_id == second.job_id
+        [job] = queues["webhooks"].jobs
+        assert job.id == first.job_id
+        assert job.args == (first.id, first.job_id, [second.id])
+        assert jobs.deliver_webhook(*job.args) == "succeeded"
+        assert len(crm.requests) == len(analytics.requests) == 1
+    assert Delivery.select().where(Delivery.status == "succeeded").count() == 2
+    assert in_flight() == [] and queues["webhooks"].count == 1  # nothing more was enqueued
+
+
+def test_a_job_out_of_time_frees_the_rest_of_its_event_for_other_jobs(app, tenant, queues):
+    """A job whose time allows no other attempt after the first frees the event's other
+    delivery, which is dispatched to a job of its own."""
+    app.config.update(WEBHOOK_TIMEOUT=1, WEBHOOK_LEASE_SECONDS=4)  # no time for a second
+    with Receiver() as receiver:
+        register(tenant, receiver.url)
+        register(tenant, receiver.url)
+        emit(tenant)
+        [job] = queues["webhooks"].jobs
+        first_id, job_id, [second_id] = job.args
+        assert jobs.deliver_webhook(*job.args) == "succeeded"
+        assert len(receiver.requests) == 1
+    [second] = in_flight()
+    assert second.id == second_id and second.job_id not in (None, job_id)
+    assert queues["webhooks"].job_ids[-1] == second.job_id
+
+
+def test_the_slow_lane_sends_each_delivery_in_a_job_of_its_own(app, tenant, queues):
+    """A slow webhook's delivery never waits behind another's attempt in the same job."""
+    app.config.update(WEBHOOK_SLOW_WORKERS=4)  # two places for the tenant
+    for _ in range(2):
+        Webhook.update(lane=deliveries.SLOW_LANE).where(Webhook.id == register(tenant).id).execute()
+    emit(tenant)
+    sent = in_flight()
+    assert len(sent) == 2 and len({delivery.job_id for delivery in sent}) == 2
+    assert sorted(queues["webhooks_slow"].job_ids) == sorted(d.job_id for d in sent)
 
 
 def test_an_event_written_without_dispatch_is_dispatched_by_a_job_outside_a_request(
