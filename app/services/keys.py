@@ -17,6 +17,17 @@ from app.util import new_id, utcnow
 KEY_PREFIX = "dkl_"
 _BASE62 = string.ascii_letters + string.digits
 LAST_USED_RESOLUTION = timedelta(minutes=1)
+# What a request authenticated by a key reads of its tenant: the id that scopes every query,
+# the name, and what the rate limiter and call admission need. Services that answer with the
+# tenant's counters (balance, holds) read its row as stored now (billing.get_balance), so the
+# key's lookup need not carry the other columns through every request.
+REQUEST_TENANT_FIELDS = (
+    Tenant.id,
+    Tenant.name,
+    Tenant.plan,
+    Tenant.rate_limit,
+    Tenant.concurrent_call_limit,
+)
 SCOPES = ("full", "read")
 # The longest expiry accepted: beyond it a date could overflow; the dashboard offers 30-365.
 MAX_EXPIRY_DAYS = 36_500
@@ -27,7 +38,7 @@ class Authenticated:
     """Who an active key lets in, and what it may do."""
 
     key_id: str
-    tenant: Tenant
+    tenant: Tenant  # with REQUEST_TENANT_FIELDS only: counters are read where they are shown
     scope: str
     name: str
     prefix: str
@@ -128,7 +139,12 @@ def authenticate(*, key: str) -> Authenticated | None:
     now = utcnow()
     record = (
         ApiKey.select(
-            ApiKey.id, ApiKey.name, ApiKey.prefix, ApiKey.scope, ApiKey.last_used_at, Tenant
+            ApiKey.id,
+            ApiKey.name,
+            ApiKey.prefix,
+            ApiKey.scope,
+            ApiKey.last_used_at,
+            *REQUEST_TENANT_FIELDS,
         )
         .join(Tenant)
         .where(
