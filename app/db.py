@@ -1,8 +1,10 @@
 """Database binding: one DatabaseProxy, SQLite or PostgreSQL from DATABASE_URL, migrations."""
 
+import fcntl
 import os
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +78,63 @@ def make_database(url: str) -> peewee.Database:
     return connect(scheme + sep + rest, **options)
 
 
+# The write-lock file of the current thread's transaction on SQLite (queue_for_writing).
+_writing = threading.local()
+
+
+def queue_for_writing() -> None:
+    """On SQLite, wait for the other writers on a file lock beside the database file (flock),
+    before BEGIN IMMEDIATE takes SQLite's own write lock; nothing on PostgreSQL.
+
+    SQLite lets one transaction write at a time, and a writer that finds its lock taken sleeps
+    1, 2, 5, 10, 15, 20, 25, 25 ... ms between tries (SQLite's busy handler): it goes on
+    sleeping after the lock is free, so under a steady stream of short transactions from the
+    web and worker processes the unlucky writer waits several times as long as the lock was
+    held. The kernel wakes an flock's waiter as soon as the holder lets go, and lets go for a
+    process that dies. Taken once per outermost transaction of a thread; left by
+    leave_writing_queue."""
+    target = database.obj
+    if not isinstance(target, peewee.SqliteDatabase) or getattr(_writing, "fd", None) is not None:
+        return
+    path = target.database
+    if not path or path == ":memory:" or "mode=memory" in path:
+        return
+    fd = os.open(f"{path}-writer", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except BaseException:
+        os.close(fd)
+        raise
+    _writing.fd = fd
+
+
+def leave_writing_queue() -> None:
+    """Let the next SQLite writer in (closing the file lets its flock go); nothing when this
+    thread holds none."""
+    fd = getattr(_writing, "fd", None)
+    if fd is not None:
+        _writing.fd = None
+        os.close(fd)
+
+
+@contextmanager
+def transaction() -> Iterator[None]:
+    """database.atomic(), after queueing for writing on SQLite (queue_for_writing); inside
+    another transaction, atomic()'s savepoint. The queue is left as soon as COMMIT is done,
+    before the jobs the transaction enqueues after commit, and on a rollback."""
+    if database.in_transaction():
+        with database.atomic():
+            yield
+        return
+    queue_for_writing()
+    try:
+        with database.atomic():
+            database.after_commit(leave_writing_queue)
+            yield
+    finally:
+        leave_writing_queue()
+
+
 @dataclass
 class HeldUnit:
     """A unit of work its caller holds open: the HTTP layer's request with an Idempotency-Key,
@@ -99,16 +158,18 @@ def unit_of_work() -> Iterator[None]:
     rolls it back at once, as atomic() would."""
     held = _held.get()
     if held is None or database.in_transaction():
-        with database.atomic():
+        with transaction():
             yield
         return
+    queue_for_writing()
     database.session_start()
+    database.after_commit(leave_writing_queue)
     held.began = True
     try:
         yield
     except BaseException:
         held.began = False
-        database.session_rollback()
+        end_held_unit(commit=False)
         raise
 
 
@@ -119,10 +180,27 @@ def hold_unit_of_work() -> Token[HeldUnit | None]:
 
 def release_unit_of_work(token: Token[HeldUnit | None]) -> bool:
     """Stop holding; whether a service began the held transaction, which is still open: the
-    caller commits or rolls it back (session_commit, session_rollback)."""
+    caller commits or rolls it back (end_held_unit)."""
     held = _held.get()
     _held.reset(token)
     return held is not None and held.began
+
+
+def end_held_unit(*, commit: bool) -> None:
+    """Commit or roll back the held unit of work's transaction (a failed COMMIT rolls back,
+    as atomic() does: it may leave the transaction open), and leave the writers' queue."""
+    try:
+        if not commit:
+            database.session_rollback()
+            return
+        try:
+            database.session_commit()
+        except Exception:
+            with suppress(Exception):
+                database.rollback()
+            raise
+    finally:
+        leave_writing_queue()
 
 
 def is_sqlite() -> bool:
@@ -211,6 +289,7 @@ def _connect() -> None:
 
 
 def _close(exc: BaseException | None = None) -> None:
+    leave_writing_queue()  # a request or job never leaves its thread holding it
     if not database.is_closed():
         database.close()
 

@@ -1,9 +1,11 @@
 """Storage: migrations from empty, SQLite settings, PostgreSQL when configured."""
 
+import fcntl
 import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from contextlib import contextmanager
@@ -364,3 +366,74 @@ def test_the_limits_migration_counts_each_tenants_calls_holding_credit(tmp_path)
             "WHERE id IN ('call_1', 'call_6')"
         ).fetchall()
         assert [tuple(row) for row in rows] == [("{}", 0, 0, None, None)] * 2
+
+
+def _writer_lock_is_free(database: peewee.Database) -> bool:
+    """Whether another writer could queue_for_writing now (a fresh flock on the lock file)."""
+    fd = os.open(f"{database.database}-writer", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+@pytest.mark.sqlite_only
+def test_sqlite_writers_queue_on_a_file_lock_and_leave_it_at_commit_or_rollback(app):
+    """A transaction on SQLite first waits for the file lock beside the database (the kernel
+    wakes it when the holder lets go, where SQLite's busy handler sleeps between tries); it
+    lets go once COMMIT is done, before the work registered for after the commit, and at a
+    rollback."""
+    database = db.database.obj
+    holder = os.open(f"{database.database}-writer", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # another process's writer, as far as flock can tell
+    done = threading.Event()
+
+    def write() -> None:
+        with app.app_context(), db.transaction():
+            database.execute_sql("CREATE TABLE queued (n INTEGER)")
+        done.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        # Waiting on the file lock, not on SQLite's: the database itself is free to write.
+        assert not done.wait(0.3)
+        other = sqlite3.connect(database.database, timeout=0, isolation_level=None)
+        other.execute("CREATE TABLE meanwhile (n INTEGER)")
+        other.close()
+    finally:
+        os.close(holder)  # lets the lock go
+    writer.join(5)
+    assert done.is_set() and "queued" in database.get_tables()
+
+    seen_after_commit = []
+    with db.transaction():
+        assert not _writer_lock_is_free(database)
+        with db.transaction():  # a savepoint: the same place in the queue
+            database.execute_sql("INSERT INTO queued VALUES (1)")
+        database.after_commit(lambda: seen_after_commit.append(_writer_lock_is_free(database)))
+    assert seen_after_commit == [True]
+
+    with pytest.raises(RuntimeError), db.transaction():
+        database.execute_sql("INSERT INTO queued VALUES (2)")
+        raise RuntimeError("rolled back")
+    assert _writer_lock_is_free(database)
+    assert database.execute_sql("SELECT n FROM queued").fetchall() == [(1,)]
+
+
+@pytest.mark.sqlite_only
+def test_a_held_unit_of_work_keeps_its_place_until_the_caller_ends_it(app):
+    database = db.database.obj
+    database.execute_sql("CREATE TABLE held (n INTEGER)")
+    for commit, rows in ((False, []), (True, [(1,)])):
+        token = db.hold_unit_of_work()
+        with db.unit_of_work():
+            database.execute_sql("INSERT INTO held VALUES (1)")
+        assert db.release_unit_of_work(token)
+        assert not _writer_lock_is_free(database)  # still open: the caller's answer goes in
+        db.end_held_unit(commit=commit)
+        assert _writer_lock_is_free(database)
+        assert database.execute_sql("SELECT n FROM held").fetchall() == rows

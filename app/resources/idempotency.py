@@ -14,7 +14,6 @@ header.
 """
 
 import re
-from contextlib import suppress
 from typing import Any
 
 from apispec import BasePlugin
@@ -22,7 +21,6 @@ from flask import Response, current_app, g, request
 
 from app import db
 from app.auth import current_tenant
-from app.db import database
 from app.errors import ValidationFailed, error_response
 from app.models import IdempotencyKey
 from app.services import idempotency as idempotency_service
@@ -93,21 +91,11 @@ def _release_hold() -> bool:
     return token is not None and db.release_unit_of_work(token)
 
 
-def _commit() -> None:
-    """Commit the change with its stored answer (which enqueues the jobs it deferred)."""
-    try:
-        database.session_commit()
-    except Exception:
-        with suppress(Exception):  # as atomic() does: a failed COMMIT may leave it open
-            database.rollback()
-        raise
-
-
 def _abandon(record: IdempotencyKey, *, open_change: bool) -> None:
     """Roll the request's change back, if it has one open, and free the key."""
     try:
         if open_change:
-            database.session_rollback()
+            db.end_held_unit(commit=False)
     finally:
         idempotency_service.release(record=record)
 
@@ -134,22 +122,22 @@ def finish_request(response: Response) -> Response:
         return response
     try:
         if not open_change:
-            with database.atomic():
+            with db.transaction():
                 _store(record, response)  # not stored: a repeat took the key over
             return response
         if not _store(record, response):
             # The request ran past its lease and a repeat took the key over: that repeat
             # makes the change, so this one is undone.
             open_change = False
-            database.session_rollback()
+            db.end_held_unit(commit=False)
             return error_response(
                 409,
                 "idempotency_in_progress",
                 "This request ran longer than its Idempotency-Key is held and a repeat took "
                 "the key over; nothing was changed by this one.",
             )
-        open_change = False  # committed, or rolled back by _commit when COMMIT fails
-        _commit()
+        open_change = False  # committed, or rolled back by end_held_unit when COMMIT fails
+        db.end_held_unit(commit=True)  # with its stored answer; then the deferred jobs
     except BaseException:
         _abandon(record, open_change=open_change)
         raise

@@ -14,7 +14,7 @@ from typing import Any, cast
 import peewee as pw
 
 from app import metrics
-from app.db import database, is_sqlite, unit_of_work
+from app.db import is_sqlite, transaction, unit_of_work
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Agent, AgentVersion, Call, CallTurn, PhoneNumber, Tenant
 from app.services import audit, billing, campaign_progress, events, snapshots
@@ -427,7 +427,7 @@ def start_call(
     call = _by_provider_id(line.tenant_id, provider_call_id)
     if call is None:
         try:
-            with database.atomic():
+            with transaction():
                 call = _record_call(
                     line=line,
                     caller_number=caller_number,
@@ -456,7 +456,7 @@ def start_call(
 
 def answer_call(*, call_id: str, answered_at: datetime | None = None) -> Call:
     """ringing → answered, emitting call.answered; a repeat for an answered call changes nothing."""
-    with database.atomic():
+    with transaction():
         when = answered_at or utcnow()
         call = _update_if(call_id, Call.status == "ringing", status="answered", answered_at=when)
         if call is None:
@@ -539,7 +539,7 @@ def end_call(
     already in that end status returns it unchanged and charges nothing.
     """
     costs = _costs(ai_cost_idr, cost_breakdown)
-    with database.atomic():
+    with transaction():
         minutes = billing.usage_minutes(talk_time_seconds)
         values: dict[str, Any] = dict(
             status=status,
@@ -608,7 +608,7 @@ def release_lapsed_holds(limit: int = 500) -> int:
     call_not_active (end_call), so a lost runtime never overdraws a tenant.
     """
     now = utcnow()
-    with database.atomic():
+    with transaction():
         query = (
             Call.select(Call.id, Call.started_at)
             .where(Call.reservation_expires_at < now)
@@ -709,7 +709,7 @@ def add_transcript(
     """Append turns to the call's transcript and store its summary, in one transaction: a
     post that breaks a limit stores nothing. A new summary emits call.transcript; the same
     text again changes nothing."""
-    with database.atomic():
+    with transaction():
         call = _append_turns(call_id, turns) if turns else None
         if transcript_summary is None:
             return call or _runtime_call(call_id)
@@ -984,7 +984,7 @@ def dispatch(*, max_calls: int) -> list[StartedCall]:
     """
     now = utcnow()
     claimed: list[StartedCall] = []
-    with database.atomic():
+    with transaction():
         candidates = (
             Call.select(Call.id, Call.tenant)
             .join(Tenant, on=(Tenant.id == Call.tenant))

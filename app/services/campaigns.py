@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 
 import peewee as pw
 
-from app.db import database, is_sqlite, unit_of_work
+from app.db import is_sqlite, transaction, unit_of_work
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Call, Campaign, CampaignContact, PhoneNumber, Tenant
 from app.services import audit, campaign_progress, limits
@@ -241,7 +241,7 @@ def cancel_campaign(*, tenant: Tenant, actor: audit.Actor, campaign_id: str) -> 
 
 def _place(campaign_id: str, tenant_id: str, now: datetime) -> int:
     """Queue the calls of the campaign's due contacts, as many as it has room for; how many."""
-    with database.atomic():
+    with transaction():
         _lock_tenant(tenant_id)
         campaign = campaign_progress.lock(campaign_id)
         if campaign is None or campaign.status != "running":

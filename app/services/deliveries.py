@@ -40,7 +40,7 @@ import peewee as pw
 from flask import current_app
 
 from app import metrics, outbound, queue
-from app.db import database, is_sqlite, unit_of_work
+from app.db import database, is_sqlite, transaction, unit_of_work
 from app.errors import Conflict, NotFound
 from app.models import Delivery, DeliveryAttempt, Event, Tenant, Webhook
 from app.services import audit
@@ -243,7 +243,7 @@ def dispatch_within(tenant_id: str) -> None:
     """Dispatch the tenant's due deliveries in the transaction that has just made some (an
     event's), so the change and their leases commit together: one write transaction, not a
     second one after the commit. Their jobs are enqueued once it commits."""
-    with nullcontext() if database.in_transaction() else database.atomic():
+    with nullcontext() if database.in_transaction() else transaction():
         _lock_dispatch(tenant_id)
         _take_due(tenant_id, None, utcnow())
 
@@ -266,7 +266,7 @@ def _dispatch_tenant(tenant_id: str, keep: Keep | None) -> tuple[int, Kept | Non
         return 0, None
     if keep is not None and not queue.idle(keep.lane):
         keep = None  # another job waits: the next delivery goes to the back of the queue
-    with database.atomic():
+    with transaction():
         _lock_dispatch(tenant_id)
         return _take_due(tenant_id, keep, now)
 
@@ -630,7 +630,7 @@ def record(delivery: Delivery, lease_until: datetime, sent: Sent) -> str | None:
     """Write the attempt and its outcome in one transaction; the delivery's status after, or
     None when another job took the delivery over meanwhile (its outcome counts)."""
     now = utcnow()
-    with database.atomic():
+    with transaction():
         _change_lane(delivery, sent)
         if sent.error is None:
             if delivery.webhook.failing_since is not None:  # a success ends a run of failures

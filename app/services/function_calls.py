@@ -30,7 +30,7 @@ import peewee as pw
 from flask import current_app
 
 from app import metrics, outbound, queue
-from app.db import database
+from app.db import transaction
 from app.errors import Conflict, NotFound
 from app.models import AgentVersion, Call, Function, FunctionInvocation, Tenant
 from app.services import agents as agent_service
@@ -215,7 +215,7 @@ def _record(
         created_at=datetime.fromtimestamp(invocation.started, UTC).replace(tzinfo=None),
         completed_at=utcnow(),
     )
-    with database.atomic():
+    with transaction():
         inserted = FunctionInvocation.insert(**record).on_conflict_ignore().as_rowcount().execute()
         if not inserted:
             return False

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from flask import current_app
 from peewee import Expression
 
-from app.db import database
+from app.db import transaction
 from app.errors import IdempotencyInProgress, IdempotencyKeyReused
 from app.models import IdempotencyKey, Tenant
 from app.util import new_id, utcnow
@@ -72,7 +72,7 @@ def begin(*, tenant: Tenant, key: str, fingerprint: str) -> IdempotencyKey | Sto
             "lease_until": now + lease,
             "created_at": now,
         }
-        with database.atomic():
+        with transaction():
             # Of requests inserting the same key at once, one inserts; the others insert
             # nothing (PostgreSQL makes them wait for the first to commit) and read its row.
             taken = IdempotencyKey.insert(**fields).on_conflict_ignore().execute()

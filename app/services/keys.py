@@ -7,7 +7,7 @@ import string
 from dataclasses import dataclass
 from datetime import timedelta
 
-from app.db import database, unit_of_work
+from app.db import transaction, unit_of_work
 from app.errors import NotFound, ValidationFailed
 from app.models import ApiKey, Tenant
 from app.services import audit, limits
@@ -158,7 +158,7 @@ def authenticate(*, key: str) -> Authenticated | None:
         return None
     if record.last_used_at is None or now - record.last_used_at >= LAST_USED_RESOLUTION:
         stale = now - LAST_USED_RESOLUTION
-        with database.atomic():
+        with transaction():
             ApiKey.update(last_used_at=now).where(
                 (ApiKey.id == record.id)
                 & (ApiKey.last_used_at.is_null() | (ApiKey.last_used_at <= stale))

@@ -5,7 +5,7 @@ import sqlite3
 from datetime import timedelta
 from pathlib import Path
 
-from app.db import database, is_sqlite
+from app.db import database, is_sqlite, transaction
 from app.errors import ValidationFailed
 from app.models import Delivery, DeliveryAttempt, Event, IdempotencyKey, UserSession
 from app.services import idempotency
@@ -56,7 +56,7 @@ def _delete_in_batches(model, ids_query, batch_size: int) -> int:
     """Delete the rows ids_query selects, batch_size per short transaction."""
     deleted = 0
     while True:
-        with database.atomic():
+        with transaction():
             ids = [row[0] for row in ids_query.limit(batch_size).tuples()]
             if not ids:
                 return deleted
