@@ -214,16 +214,17 @@ def dispatch(*, tenant_id: str) -> int:
     return _dispatch(tenant_id, None)[0]
 
 
-def _dispatch(tenant_id: str, keep: Keep | None) -> tuple[int, Kept | None]:
+def _dispatch(tenant_id: str, keep: Keep | None, *, freed: bool = False) -> tuple[int, Kept | None]:
     """dispatch(), and the delivery handed to the job that asked for one (keep), which the
-    count leaves out."""
+    count leaves out. freed: the caller has just freed one of the tenant's places (an
+    attempt written), so the look for a free place is skipped."""
     waiting: set[str] | None = getattr(_dispatching, "tenants", None)
     if waiting is not None:
         waiting.add(tenant_id)
         return 0, None
-    _dispatching.tenants = waiting = {tenant_id}
+    _dispatching.tenants = waiting = set()
     try:
-        sent, kept = _dispatch_tenant(waiting.pop(), keep)
+        sent, kept = _dispatch_tenant(tenant_id, keep, look=not freed)
         while waiting:
             sent += _dispatch_tenant(waiting.pop(), None)[0]
     finally:
@@ -248,22 +249,27 @@ def dispatch_within(tenant_id: str) -> None:
         _take_due(tenant_id, None, utcnow())
 
 
-def _dispatch_tenant(tenant_id: str, keep: Keep | None) -> tuple[int, Kept | None]:
+def _dispatch_tenant(
+    tenant_id: str, keep: Keep | None, *, look: bool = True
+) -> tuple[int, Kept | None]:
     """One tenant's dispatch in a transaction of its own (_take_due): how many were enqueued,
     and the one handed to the job that asked (keep), if its lane has no job waiting."""
     per_webhook = current_app.config["WEBHOOK_IN_FLIGHT_PER_WEBHOOK"]
     now = utcnow()
     # A look first, without a lock: most dispatches find nothing due (each event's deliveries
     # were dispatched with it) and cost one read; a burst or a backlog that finds no place
-    # free costs three, and no write transaction.
+    # free costs three, and no write transaction. After an attempt (not look), the place it
+    # has just freed is most likely still free: the second and third reads would be made
+    # again under the lock, so they are skipped.
     if not _any_due(tenant_id, now):
         return 0, None
-    by_webhook, room = _places(tenant_id, now)
-    full = [webhook for webhook, count in by_webhook.items() if count >= per_webhook]
-    if not any(places > 0 for places in room.values()) or not _next_due(
-        tenant_id, now, room, full_webhooks=full
-    ):
-        return 0, None
+    if look:
+        by_webhook, room = _places(tenant_id, now)
+        full = [webhook for webhook, count in by_webhook.items() if count >= per_webhook]
+        if not any(places > 0 for places in room.values()) or not _next_due(
+            tenant_id, now, room, full_webhooks=full
+        ):
+            return 0, None
     if keep is not None and not queue.idle(keep.lane):
         keep = None  # another job waits: the next delivery goes to the back of the queue
     with transaction():
@@ -494,7 +500,7 @@ def _attempt_and_hand_on(
     asked = None
     if keep and job_id is not None and time.monotonic() < ends_by:
         asked = Keep(job_id, delivery.lane or FAST_LANE)
-    return status, _dispatch(delivery.tenant_id, asked)[1]
+    return status, _dispatch(delivery.tenant_id, asked, freed=status is not None)[1]
 
 
 def _take(delivery_id: str, job_id: str | None) -> tuple[Delivery | None, datetime | None]:

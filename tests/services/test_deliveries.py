@@ -275,6 +275,23 @@ def test_a_job_sends_its_own_delivery_and_hands_its_place_on(app, tenant):
     assert rows == {delivery.id: ("succeeded", 1) for delivery in batch}
 
 
+def test_a_job_hands_its_place_on_counting_what_is_in_flight_once(app, tenant):
+    """The place an attempt has just freed is counted under the dispatch's lock only, not
+    first in a look without it: one count of the tenant's deliveries in flight for the
+    hand-off, none for the dispatch after the next delivery (nothing is due by then)."""
+    with Receiver() as receiver:
+        first, second = due_deliveries(tenant, register(tenant, receiver.url), 2)
+        seen: list[str] = []
+        database.obj.query_hooks.append(lambda event: seen.append(event.sql))
+        try:
+            assert deliveries.deliver(delivery_id=first.id) == "succeeded"
+        finally:
+            database.obj.query_hooks.pop()
+        assert len(receiver.requests) == 2
+    assert Delivery.get_by_id(second.id).status == "succeeded"
+    assert sum("COUNT(" in sql for sql in seen) == 1
+
+
 def test_a_job_attempts_only_the_delivery_dispatched_to_it(app, tenant):
     """A job whose delivery was dispatched again meanwhile (to another job) sends nothing."""
     with Receiver() as receiver:
