@@ -1,7 +1,7 @@
 """Capacity: how many concurrent calls one VM carries, against bare Flask endpoints.
 
-The service runs as a deployment runs it: gunicorn with deploy/gunicorn.conf.py (a process
-per core, 8 threads each), `worker.py functions` and `worker.py webhooks` with their default
+The service runs as a deployment runs it: gunicorn with deploy/gunicorn.conf.py (two processes
+per core, 4 threads each), `worker.py functions` and `worker.py webhooks` with their default
 pools, each started in a session of its own and stopped as a group, on Redis
 (BENCH_REDIS_URL) and a SQLite file, then on a fresh PostgreSQL database (BENCH_POSTGRES_URL)
 when one answers.

@@ -14,10 +14,15 @@ bind = os.environ.get("BIND", "127.0.0.1:8000")
 
 # Threads, not processes, for concurrency: a function call holds its request for up to 5.5 s
 # while the tenant's endpoint answers, and those waits are I/O, so a worker's other threads
-# keep serving. Python work itself is bound by the GIL, hence one process per core.
+# keep serving. Python work itself is bound by the GIL, and a thread inside a write
+# transaction (SQLite's writers' lock, a tenant's row on PostgreSQL) waits for its process's
+# GIL between statements while every other writer waits for it: the fewer threads share a
+# process, the sooner it gets the GIL back. Hence two processes per core with 4 threads each
+# (16 threads on 2 cores, as many waiting function calls as 2 x 8 held, with a shorter tail:
+# docs/capacity.md).
 worker_class = "gthread"
-workers = int(os.environ.get("WEB_CONCURRENCY", multiprocessing.cpu_count()))
-threads = int(os.environ.get("WEB_THREADS", 8))  # up to 8 waiting function calls per worker
+workers = int(os.environ.get("WEB_CONCURRENCY", 2 * multiprocessing.cpu_count()))
+threads = int(os.environ.get("WEB_THREADS", 4))  # up to 4 waiting function calls per worker
 
 # Well above the 5.5 s worst case of a request, so only a truly stuck worker is recycled.
 timeout = int(os.environ.get("WEB_TIMEOUT", 30))

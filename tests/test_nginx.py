@@ -101,7 +101,7 @@ class SlowClients:
 def test_slow_clients_leave_another_tenants_requests_answered_behind_nginx(
     workers, redis_url, nginx, headers
 ):
-    gunicorn = workers.start_web(REDIS_URL=redis_url)  # the shipped 2 workers x 8 threads
+    gunicorn = workers.start_web(REDIS_URL=redis_url)  # 2 workers x the shipped 4 threads
     base = nginx(int(gunicorn.rsplit(":", 1)[1]))
     # Warm both workers first (a worker's first request is slow on a busy machine): what is
     # measured is the slow clients' effect, not a cold start.
