@@ -232,21 +232,32 @@ def _dispatch(tenant_id: str, keep: Keep | None, *, freed: bool = False) -> tupl
     return sent, kept
 
 
-def _lock_dispatch(tenant_id: str) -> None:
+def _lock_dispatch(tenant_id: str, *, wait: bool = True) -> bool:
     """One dispatch of a tenant at a time, so two cannot both see a place free and both take
-    it. SQLite: the IMMEDIATE transaction serialises them already."""
-    if not is_sqlite():
-        lock = pw.fn.pg_advisory_xact_lock(DISPATCH_LOCK_CLASS, pw.fn.hashtext(tenant_id))
-        database.execute(pw.Select(columns=[lock]))
+    it; until the transaction ends. SQLite: the IMMEDIATE transaction serialises them
+    already. wait=False: False at once when another transaction holds it."""
+    if is_sqlite():
+        return True
+    take = pw.fn.pg_advisory_xact_lock if wait else pw.fn.pg_try_advisory_xact_lock
+    cursor = database.execute(
+        pw.Select(columns=[take(DISPATCH_LOCK_CLASS, pw.fn.hashtext(tenant_id))])
+    )
+    return wait or bool(cursor.fetchone()[0])
 
 
 def dispatch_within(tenant_id: str) -> None:
     """Dispatch the tenant's due deliveries in the transaction that has just made some (an
     event's), so the change and their leases commit together: one write transaction, not a
-    second one after the commit. Their jobs are enqueued once it commits."""
+    second one after the commit. Their jobs are enqueued once it commits.
+
+    That transaction holds the tenant's row (its event seq) until it commits, so it does not
+    wait for the tenant's dispatch lock: while another dispatch holds it (a worker's, after
+    an attempt), the new deliveries are dispatched once this transaction commits instead."""
     with nullcontext() if database.in_transaction() else transaction():
-        _lock_dispatch(tenant_id)
-        _take_due(tenant_id, None, utcnow())
+        if _lock_dispatch(tenant_id, wait=False):
+            _take_due(tenant_id, None, utcnow())
+        else:
+            defer_dispatch(tenant_id)
 
 
 def _dispatch_tenant(

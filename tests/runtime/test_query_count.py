@@ -112,7 +112,7 @@ def test_a_subscribed_webhook_adds_one_insert_per_event_and_its_dispatch(
     # They are dispatched in the same transaction: the tenant's dispatch lock (PostgreSQL's
     # advisory lock; on SQLite the transaction's own), a count of the places taken and,
     # when one is free, the next due deliveries and a conditional UPDATE each.
-    lock = [] if db.is_sqlite() else ["SELECT pg_advisory_xact_lock"]
+    lock = [] if db.is_sqlite() else ["SELECT pg_try_advisory_xact_lock"]
     places = due = ["SELECT delivery"]
     assert steps["start"] == [
         "SELECT phone_number",

@@ -5,6 +5,8 @@ The app runs in rq mode on a real Redis with no worker: what the dispatcher sent
 the queues for the test to see, and a job is run by calling it as a worker would.
 """
 
+import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -12,7 +14,7 @@ from rq import Queue
 
 from app import jobs
 from app.db import database
-from app.models import Delivery, Webhook
+from app.models import Delivery, Event, Webhook
 from app.services import deliveries, events
 from app.services import webhooks as webhook_service
 from app.util import utcnow
@@ -323,3 +325,37 @@ def test_a_dispatch_that_fails_after_the_commit_leaves_the_delivery_to_the_sweep
     assert deliveries.sweep() == 1
     [delivery] = in_flight()
     assert queues["webhooks"].job_ids == [delivery.job_id]
+
+
+@pytest.mark.postgres_only
+def test_an_event_does_not_wait_for_the_tenants_dispatch_lock(app, tenant, queues):
+    """An event's transaction holds the tenant's row until it commits, so it does not wait
+    for the tenant's dispatch lock held by another dispatch (a worker's, after an attempt):
+    it commits at once, and its delivery is dispatched once it has."""
+    register(tenant)
+    holding, committed_meanwhile = threading.Event(), threading.Event()
+
+    def hold_the_dispatch_lock() -> None:
+        with app.app_context(), database.connection_context(), database.atomic():
+            database.execute_sql(
+                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                (deliveries.DISPATCH_LOCK_CLASS, tenant.id),
+            )
+            holding.set()
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                if Event.select().where(Event.tenant == tenant.id).exists():
+                    committed_meanwhile.set()
+                    break
+                time.sleep(0.02)
+
+    holder = threading.Thread(target=hold_the_dispatch_lock)
+    holder.start()
+    try:
+        assert holding.wait(timeout=30)
+        emit(tenant)  # its dispatch after the commit waits for the holder to finish
+    finally:
+        holder.join(timeout=30)
+    assert committed_meanwhile.is_set()
+    [sent] = in_flight()
+    assert queues["webhooks"].job_ids == [sent.job_id]
