@@ -109,8 +109,8 @@ def test_a_subscribed_webhook_adds_one_insert_per_event_and_its_dispatch(
         )
     steps = run_lifecycle(client, runtime_headers, did)
     # Both webhooks' deliveries of an event are one INSERT; unsubscribed events write none.
-    # They are dispatched in the same transaction: the tenant's dispatch lock (PostgreSQL's
-    # advisory lock; on SQLite the transaction's own), a count of the places taken and,
+    # They are dispatched in the same transaction: the tenant's dispatch lock, tried
+    # (PostgreSQL's advisory lock; on SQLite the transaction's own), a count of the places and,
     # when one is free, the next due deliveries and a conditional UPDATE each.
     lock = [] if db.is_sqlite() else ["SELECT pg_try_advisory_xact_lock"]
     places = due = ["SELECT delivery"]
