@@ -281,15 +281,16 @@ def test_a_job_hands_its_place_on_counting_what_is_in_flight_once(app, tenant):
     hand-off, none for the dispatch after the next delivery (nothing is due by then)."""
     with Receiver() as receiver:
         first, second = due_deliveries(tenant, register(tenant, receiver.url), 2)
-        seen: list[str] = []
-        database.obj.query_hooks.append(lambda event: seen.append(event.sql))
+        statements = []
+        hooks = database.obj.query_hooks
+        hooks.append(statements.append)
         try:
             assert deliveries.deliver(delivery_id=first.id) == "succeeded"
         finally:
-            database.obj.query_hooks.pop()
+            hooks.remove(statements.append)
         assert len(receiver.requests) == 2
     assert Delivery.get_by_id(second.id).status == "succeeded"
-    assert sum("COUNT(" in sql for sql in seen) == 1
+    assert sum("COUNT(" in statement.sql for statement in statements) == 1
 
 
 def test_a_job_attempts_only_the_delivery_dispatched_to_it(app, tenant):
