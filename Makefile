@@ -9,6 +9,10 @@ export FLASK_APP := wsgi
 export TEST_REDIS_URL
 # The browser tests drive this Chromium (the system's by default; Playwright downloads none).
 export CHROMIUM
+# One pass of the suite: most tests two at a time (pytest-xdist; each worker has its own
+# database and Redis DB), then those marked slow one at a time: the fault and load tests, so
+# that their clocks time the service and not the other tests, and the contract test.
+PYTEST_PASS = $(BIN)/pytest -m "not soak and not slow" -n 2 && $(BIN)/pytest -m "slow and not soak"
 
 .PHONY: run test test-postgres lint soak bench install install-dev clean
 
@@ -68,7 +72,7 @@ test: install-dev lint
 		echo "Install it: apt-get install $$tool (Debian)"; \
 		exit 1; }; done
 	@echo "SQLite pass"
-	TEST_DATABASE_URL= $(BIN)/pytest -m "not soak"
+	export TEST_DATABASE_URL=; $(PYTEST_PASS)
 	@$(MAKE) --no-print-directory test-postgres
 
 # The suite again on PostgreSQL: TEST_DATABASE_URL when set (then it must answer),
@@ -86,7 +90,7 @@ test-postgres: install-dev
 	$(BIN)/python -c "import psycopg2, sys; psycopg2.connect(sys.argv[1], connect_timeout=3).close()" "$$url" || { \
 		echo "TEST_DATABASE_URL=$$url does not answer: start PostgreSQL or unset it."; exit 1; }; \
 	echo "PostgreSQL pass against $$url"; \
-	TEST_DATABASE_URL="$$url" $(BIN)/pytest -m "not soak"
+	export TEST_DATABASE_URL="$$url"; $(PYTEST_PASS)
 
 soak: install-dev
 	$(BIN)/pytest -m soak

@@ -3,6 +3,7 @@
 import os
 import shutil
 import uuid
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from playhouse.db_url import connect
@@ -162,20 +163,38 @@ def agent_id(client, headers):
     return response.json["id"]
 
 
+def worker_redis_url(base_url: str, worker: str) -> str:
+    """The Redis database of one pytest-xdist worker: gw0 takes TEST_REDIS_URL's DB number,
+    gw1 the one below it, and so on, so that workers never flush each other's jobs."""
+    index = int(worker.removeprefix("gw")) if worker.startswith("gw") else 0
+    if index == 0:
+        return base_url
+    parts = urlsplit(base_url)
+    number = int(parts.path.strip("/") or 0) - index
+    if number < 0:
+        raise pytest.UsageError(
+            f"TEST_REDIS_URL {base_url} leaves no Redis DB number for test worker {worker}: "
+            "give it a DB number of at least the worker count minus one."
+        )
+    return urlunsplit(parts._replace(path=f"/{number}"))
+
+
 @pytest.fixture(scope="session")
 def redis_url():
-    """A real Redis (its own DB number); the whole run stops with a clear message without one."""
-    client = Redis.from_url(TEST_REDIS_URL, socket_connect_timeout=2)
+    """A real Redis (its own DB number, one per test worker); the whole run stops with a clear
+    message without one."""
+    url = worker_redis_url(TEST_REDIS_URL, os.environ.get("PYTEST_XDIST_WORKER", ""))
+    client = Redis.from_url(url, socket_connect_timeout=2)
     try:
         client.ping()
     except Exception as exc:
         pytest.exit(
-            f"These tests need Redis at {TEST_REDIS_URL} (set TEST_REDIS_URL to change it): "
+            f"These tests need Redis at {url} (set TEST_REDIS_URL to change it): "
             f"{exc}. Install and start it, e.g. `apt-get install redis-server` then "
             "`redis-server --daemonize yes`.",
             returncode=3,
         )
-    return TEST_REDIS_URL
+    return url
 
 
 @pytest.fixture

@@ -63,7 +63,9 @@ from app.util import new_id, utcnow
 from tests.conftest import RUNTIME_TOKEN, fresh_database_url
 from tests.helpers import ACTOR
 
-pytestmark = pytest.mark.sqlite_only
+# slow: the last test counts the cases the fuzz test ran in the same process, so the module
+# runs whole in make test's one-at-a-time part.
+pytestmark = [pytest.mark.sqlite_only, pytest.mark.slow]
 
 CASES_PER_OPERATION = 100
 DID = "+6221555077"

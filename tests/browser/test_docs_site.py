@@ -30,7 +30,8 @@ def test_the_docs_site_opens_and_searches_from_files_alone(browser, tmp_path):
         expect(page.get_by_role("heading", level=1)).to_contain_text("Voice Agent Management API")
         page.get_by_role("textbox", name="Search").fill("Idempotency-Key")
         results = page.locator(".md-search-result__item")
-        expect(results.first).to_be_visible()
+        # The search index is built in the page's worker first: seconds on a busy machine.
+        expect(results.first).to_be_visible(timeout=20_000)
         expect(results.get_by_role("link").first).to_have_attribute(
             "href", (site / "api.html").as_uri()
         )
