@@ -61,9 +61,13 @@ def database_template(tmp_path_factory):
 
 def fresh_database_url(template, tmp_path) -> str:
     if using_postgres():
+        # DELETE, not TRUNCATE: a test leaves a few rows, which DELETE removes in milliseconds
+        # where TRUNCATE, which gives every table a new file, took about 90 ms. ALL_MODELS
+        # lists each table after those it refers to.
         database = connect(template)
-        tables = ", ".join(f'"{model._meta.table_name}"' for model in ALL_MODELS)
-        database.execute_sql(f"TRUNCATE TABLE {tables} RESTART IDENTITY CASCADE")
+        with database.atomic():
+            for model in reversed(ALL_MODELS):
+                database.execute(model.delete())
         database.close()
         return template
     path = tmp_path / "test.db"
