@@ -1,9 +1,34 @@
 """Assertions and values shared by the tests."""
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from app import db
 from app.services.audit import Actor
 
 # Who the changes a test makes by calling services directly (its setup) are by.
 ACTOR = Actor.system()
+
+
+@contextmanager
+def captured_queries(*, this_thread: bool = False) -> Iterator[list[Any]]:
+    """The statements peewee runs meanwhile, as its query hooks see them (.sql, .params);
+    with this_thread, only those of the calling thread."""
+    seen: list[Any] = []
+    me = threading.get_ident()
+
+    def record(event) -> None:
+        if not this_thread or threading.get_ident() == me:
+            seen.append(event)
+
+    hooks = db.database.obj.query_hooks
+    hooks.append(record)
+    try:
+        yield seen
+    finally:
+        hooks.remove(record)
 
 
 def assert_error(response, status: int, code: str) -> dict:

@@ -11,7 +11,7 @@ from app.models import AuditEntry
 from app.services import audit
 from app.services import keys as key_service
 from app.util import isoformat, utcnow
-from tests.helpers import ACTOR, assert_error
+from tests.helpers import ACTOR, assert_error, captured_queries
 
 LOG = "/api/v1/audit-log"
 AGENT = {"name": "Reception", "systemPrompt": "Be helpful."}
@@ -147,13 +147,8 @@ def test_a_bad_parameter_is_422_naming_it(client, headers, query, field):
     ],
 )
 def test_a_page_reads_an_index(app, tenant, filters, index):
-    statements = []
-    hooks = database.obj.query_hooks
-    hooks.append(statements.append)
-    try:
+    with captured_queries() as statements:
         audit.list_log(tenant=tenant, limit=10, **filters)
-    finally:
-        hooks.remove(statements.append)
     [statement] = statements
     plan = database.execute_sql("EXPLAIN QUERY PLAN " + statement.sql, statement.params)
     details = " ".join(str(row[-1]) for row in plan)

@@ -13,8 +13,8 @@ from app.services import usage as usage_service
 from app.util import utcnow
 from tests.call_flow import RUNTIME, answer, end, end_body, start
 from tests.conftest import using_postgres
-from tests.helpers import ACTOR, assert_error
-from tests.services.test_calls import INDEX_RANGE, a_call_a_day, captured
+from tests.helpers import ACTOR, assert_error, captured_queries
+from tests.services.test_calls import INDEX_RANGE, a_call_a_day
 
 COSTS = {"llm": 700, "stt": 200, "tts": 250, "telephony": 50, "other": 0}
 
@@ -167,9 +167,9 @@ def test_usage_needs_an_api_key(client):
 
 def test_usage_reads_an_index_range_of_tenant_and_started_at(tenant):
     a_call_a_day(tenant, until=datetime(2027, 1, 1))
-    with captured() as seen:
+    with captured_queries() as seen:
         usage_service.usage(tenant=tenant, from_=date(2026, 3, 1), to=date(2026, 4, 1))
-    sql, params = seen[0]
+    sql, params = seen[0].sql, seen[0].params
     database = db.database.obj
     if using_postgres():
         with database.atomic():

@@ -5,7 +5,6 @@ Only statements of the test's own thread are recorded: inline delivery jobs run 
 """
 
 import re
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -17,7 +16,7 @@ from app.services import billing
 from app.services import tenants as tenant_service
 from app.services import webhooks as webhook_service
 from tests.call_flow import RUNTIME, answer, end, start
-from tests.helpers import ACTOR
+from tests.helpers import ACTOR, captured_queries
 
 TABLE = re.compile(r'^(?:(UPDATE|INSERT) (?:INTO )?|(SELECT) .*? FROM )"?(\w+)', re.S)
 FUNCTION = re.compile(r"^SELECT (\w+)\(", re.S)  # a SELECT of a function alone: a lock
@@ -37,19 +36,11 @@ def kind(sql: str) -> str:
 
 @contextmanager
 def statements() -> Iterator[list[str]]:
-    seen: list[str] = []
-    me = threading.get_ident()
-
-    def record(event) -> None:
-        if threading.get_ident() == me:
-            seen.append(kind(event.sql))
-
-    hooks = db.database.obj.query_hooks
-    hooks.append(record)
-    try:
-        yield seen
-    finally:
-        hooks.remove(record)
+    """The kinds of statement this thread runs meanwhile, filled in when the block ends."""
+    kinds: list[str] = []
+    with captured_queries(this_thread=True) as seen:
+        yield kinds
+    kinds.extend(kind(event.sql) for event in seen)
 
 
 def run_lifecycle(client, headers, did, **start_fields) -> dict[str, list[str]]:

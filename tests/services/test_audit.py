@@ -10,6 +10,7 @@ from app.db import database
 from app.models import AuditEntry, Tenant
 from app.services import audit
 from app.util import utcnow
+from tests.helpers import captured_queries
 
 FAILED = "user.sign_in_failed"
 
@@ -175,13 +176,8 @@ def test_count_recent_finds_an_email_too_long_to_store_whole(tenant):
     ],
 )
 def test_count_recent_reads_an_index(app, filters, index):
-    statements = []
-    hooks = database.obj.query_hooks
-    hooks.append(statements.append)
-    try:
+    with captured_queries() as statements:
         audit.count_recent(action=FAILED, since=utcnow(), **filters)
-    finally:
-        hooks.remove(statements.append)
     [statement] = statements
     plan = database.execute_sql("EXPLAIN QUERY PLAN " + statement.sql, statement.params)
     details = " ".join(str(row[-1]) for row in plan)

@@ -1,7 +1,6 @@
 """Call history services: the per-day totals of the overview's chart."""
 
 import re
-from contextlib import contextmanager
 from datetime import datetime, time, timedelta
 
 import pytest
@@ -12,7 +11,7 @@ from app.services import billing
 from app.services import calls as call_service
 from app.util import utcnow
 from tests.conftest import DID, using_postgres
-from tests.helpers import ACTOR
+from tests.helpers import ACTOR, captured_queries
 
 
 @pytest.fixture
@@ -73,21 +72,6 @@ def test_daily_totals_leave_out_other_tenants_and_open_calls_bill_nothing(
     assert (theirs.calls, theirs.minutes) == (0, 0)
 
 
-@contextmanager
-def captured():
-    seen = []
-
-    def record(event) -> None:
-        seen.append((event.sql, event.params))
-
-    hooks = db.database.obj.query_hooks
-    hooks.append(record)
-    try:
-        yield seen
-    finally:
-        hooks.remove(record)
-
-
 # How PostgreSQL's plan reads an index range of the call (a bitmap scan when many rows match).
 INDEX_RANGE = r"(Index (Only )?Scan (Backward )?using|Bitmap Index Scan on) call_tenant_id_"
 
@@ -112,9 +96,10 @@ def a_call_a_day(tenant, *, until: datetime, days: int = 1000) -> None:
 
 def test_daily_totals_read_an_index_range_of_tenant_and_started_at(tenant):
     a_call_a_day(tenant, until=utcnow())
-    with captured() as seen:
+    with captured_queries() as seen:
         call_service.daily_totals(tenant=tenant)
-    [(sql, params)] = seen
+    [statement] = seen
+    sql, params = statement.sql, statement.params
     database = db.database.obj
     if using_postgres():
         with database.atomic():
@@ -146,9 +131,9 @@ def test_a_search_by_caller_number_reads_an_index_range_of_tenant_and_number(ten
     Call.insert_many(rows).execute()
     if using_postgres():
         db.database.obj.execute_sql("ANALYZE call")
-    with captured() as seen:
+    with captured_queries() as seen:
         call_service.list_calls(tenant=tenant, limit=10, offset=0, caller_number=number)
-    sql, params = seen[0]
+    sql, params = seen[0].sql, seen[0].params
     database = db.database.obj
     if using_postgres():
         with database.atomic():

@@ -20,7 +20,7 @@ from app.models import Delivery, DeliveryAttempt, Event, Webhook
 from app.services import deliveries, events
 from app.services import webhooks as webhook_service
 from app.util import isoformat, new_id, utcnow
-from tests.helpers import ACTOR
+from tests.helpers import ACTOR, captured_queries
 from tests.receiver import Answer, Receiver
 
 SECRET = "whsec-test-secret-0123456789"
@@ -281,13 +281,8 @@ def test_a_job_hands_its_place_on_counting_what_is_in_flight_once(app, tenant):
     hand-off, none for the dispatch after the next delivery (nothing is due by then)."""
     with Receiver() as receiver:
         first, second = due_deliveries(tenant, register(tenant, receiver.url), 2)
-        statements = []
-        hooks = database.obj.query_hooks
-        hooks.append(statements.append)
-        try:
+        with captured_queries() as statements:
             assert deliveries.deliver(delivery_id=first.id) == "succeeded"
-        finally:
-            hooks.remove(statements.append)
         assert len(receiver.requests) == 2
     assert Delivery.get_by_id(second.id).status == "succeeded"
     assert sum("COUNT(" in statement.sql for statement in statements) == 1
