@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 # The budget is the function's timeoutMs, counted from the request that asked for the call.
 ANSWER_MARGIN_S = 0.5  # the caller always has its answer by the end of the budget plus this
-WAIT_MARGIN_S = 0.35  # the waiter stops this long after the budget, leaving time to answer
+WAIT_MARGIN_S = 0.25  # the waiter stops this long after the budget, leaving time to answer
 CONNECT_TIMEOUT_S = 1.0  # at most this much of the budget goes to connecting
 SEND_MARGIN_S = 0.1  # too little time left to be worth sending
 # A job starting later than this checks that its waiter still waits: it must stay below the
@@ -275,13 +275,10 @@ def _wait_for_job(invocation: Invocation) -> Outcome:
     )
     if answer is not None:
         return Outcome(**answer)
-    record = FunctionInvocation.get_or_none(FunctionInvocation.id == invocation.id)
-    if record is None:
-        timeout = timed_out(invocation.timeout_ms)
-        if _record(invocation, timeout, http_status=None):
-            return timeout
-        record = FunctionInvocation.get_by_id(invocation.id)  # the worker was first after all
-    return Outcome.of(record)
+    timeout = timed_out(invocation.timeout_ms)
+    if _record(invocation, timeout, http_status=None):
+        return timeout
+    return Outcome.of(FunctionInvocation.get_by_id(invocation.id))  # the worker was first
 
 
 def run(invocation: Invocation) -> Outcome:
