@@ -323,12 +323,9 @@ def keys_list(tenant_ref: str) -> None:
     tenant = tenant_service.find_tenant(tenant_ref)
     now = utcnow()
     for record in key_service.list_keys(tenant=tenant):
-        if record.revoked_at:
+        state = key_service.state(record, now)
+        if state == "revoked":
             state = f"revoked {isoformat(record.revoked_at)}"
-        elif record.expires_at and record.expires_at <= now:
-            state = "expired"
-        else:
-            state = "active"
         click.echo(
             f"{record.id}  {record.name}  {record.prefix}…  scope={record.scope}"
             f"  created {isoformat(record.created_at)}"

@@ -5,7 +5,7 @@ import hashlib
 import secrets
 import string
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from app.db import transaction, unit_of_work
 from app.errors import NotFound, ValidationFailed
@@ -131,6 +131,15 @@ def revoke_key(*, key_id: str, actor: Actor) -> tuple[ApiKey, bool]:
     return record, bool(revoked)
 
 
+def state(record: ApiKey, now: datetime) -> str:
+    """Whether the key is "active", "revoked" or "expired" at `now`."""
+    if record.revoked_at is not None:
+        return "revoked"
+    if record.expires_at is not None and record.expires_at <= now:
+        return "expired"
+    return "active"
+
+
 def authenticate(*, key: str) -> Authenticated | None:
     """The tenant and scope of the key if it is active (neither revoked nor expired), else
     None, in one SELECT. Touches the key's lastUsedAt once a minute.
@@ -156,9 +165,7 @@ def authenticate(*, key: str) -> Authenticated | None:
         .where(ApiKey.key_hash == hash_key(key))
         .first()
     )
-    if record is None or record.revoked_at is not None:
-        return None
-    if record.expires_at is not None and record.expires_at <= now:
+    if record is None or state(record, now) != "active":
         return None
     if record.last_used_at is None or now - record.last_used_at >= LAST_USED_RESOLUTION:
         stale = now - LAST_USED_RESOLUTION
