@@ -7,10 +7,13 @@ through the app (in process, one request at a time). A page is a range of the (t
 index from the after event's seq, so the last page should cost what the first does.
 Target: last-page p50 <= 1.3 x first-page p50.
 
-The second page is the first one read with an after, for reference. The CPU columns time
-the same requests with the thread's CPU clock (see calls_list.py: a CPU ratio near 1 beside a
-higher wall ratio means noise, not scaling). A second table times the last page's query
-alone, as the API reads it and, for comparison only, with OFFSET: what the keyset saves.
+The second page is the first one read with an after, for reference. A page filtered by type
+reads the rows of the other types it passes over too (a quarter of the events are
+call.ended), so the filtered last page is set against the filtered first page. The CPU
+columns time the same requests with the thread's CPU clock (see calls_list.py: a CPU ratio
+near 1 beside a higher wall ratio means noise, not scaling). A second table times the last
+page's query alone, as the API reads it and, for comparison only, with OFFSET: what the
+keyset saves.
 
 PostgreSQL runs when BENCH_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/test)
 answers; a database is created and dropped for it.
@@ -38,6 +41,7 @@ PER_ROUND = 10
 PAGE = 50
 BATCH = 1000
 TARGET = 1.3
+FIRST_ENDED = "first page, types=call.ended"
 QUERIES: list[list[object]] = []  # the last page's query alone, per database
 TYPES = ("call.started", "call.answered", "call.ended", "call.transcript")
 START = datetime(2026, 1, 1)
@@ -121,6 +125,7 @@ def measure(label: str, database_url: str, count: int) -> list[list[object]]:
             "second page": {"after": ids[PAGE - 1]},
             "middle page": {"after": ids[count // 2 - 1]},
             "last page": {"after": ids[count - PAGE - 1]},
+            FIRST_ENDED: {"types": "call.ended"},
             "last page, types=call.ended": {
                 "after": ids[count - 4 * PAGE - 1],
                 "types": "call.ended",
@@ -143,10 +148,11 @@ def measure(label: str, database_url: str, count: int) -> list[list[object]]:
         keyset, offset = last_page_queries(seeded.tenant_id, count)
         queue.shutdown(app)
         db.close_all()
-    first = statistics.median(times["first page"])
-    first_cpu = statistics.median(cpu["first page"])
     rows: list[list[object]] = []
     for case in cases:
+        first_case = FIRST_ENDED if "types=" in case else "first page"
+        first = statistics.median(times[first_case])
+        first_cpu = statistics.median(cpu[first_case])
         p50 = statistics.median(times[case])
         ratio = p50 / first
         rows.append(
@@ -156,7 +162,7 @@ def measure(label: str, database_url: str, count: int) -> list[list[object]]:
                 f"{p50 * 1000:.2f}",
                 f"{percentile(times[case], 0.99) * 1000:.2f}",
                 f"{ratio:.2f}",
-                "" if case == "first page" else ("yes" if ratio <= TARGET else "NO"),
+                "" if case == first_case else ("yes" if ratio <= TARGET else "NO"),
                 f"{statistics.median(cpu[case]) * 1000:.2f}",
                 f"{statistics.median(cpu[case]) / first_cpu:.2f}",
             ]
@@ -178,7 +184,7 @@ def main() -> None:
     print_table(
         f"GET /api/v1/events?limit={PAGE} over a tenant's {count:,} events (and a neighbour's as "
         f"many), in process, {ROUNDS * PER_ROUND} requests per case in alternating rounds; "
-        f"target: p50 <= {TARGET} x the first page's",
+        f"target: p50 <= {TARGET} x the first page's (with types: the first page of that type)",
         [
             "database",
             "page",
