@@ -84,7 +84,7 @@ def serve(app: Flask, queue_name: str, size_setting: str, lower_priority: bool) 
             num_workers=app.config[size_setting],
             worker_class=QueueWorker,
         )
-        pool.start(logging_level=app.config["LOG_LEVEL"])
+        pool.start(logging_level=app.config["JOB_LOG_LEVEL"])
 
 
 def sweep_once(app: Flask) -> None:

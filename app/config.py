@@ -43,6 +43,10 @@ METRICS_TOKEN = None
 # Logs: "json" (one JSON object a line, for production) or "text" (development).
 LOG_FORMAT = "json"
 LOG_LEVEL = "INFO"
+# The level of RQ's own lines in worker.py's job processes. At INFO RQ writes four lines a job
+# (taken, completed, OK, how long its result is kept), several a call, and writing them is
+# about a tenth of RQ's own CPU a job; at WARNING its warnings and failed jobs are written.
+JOB_LOG_LEVEL = "WARNING"
 
 # Webhook delivery: seconds to connect, and seconds for the whole attempt, connecting,
 # headers and body included, on the wall clock however slowly the receiver sends (a 2xx

@@ -198,6 +198,10 @@ def test_deployment_serves_calls_and_reports_health_metrics_and_json_logs(
     everything = deployment.logs()
     for secret in (api_key, RUNTIME_TOKEN, METRICS_TOKEN, WEBHOOK_SECRET):
         assert secret not in everything
+    # The jobs ran (the webhook's attempts, the function call), and RQ's lines a job for them
+    # are left out at the default JOB_LOG_LEVEL.
+    for worker in ("functions", "webhooks"):
+        assert "Job OK" not in (tmp_path / f"{worker}.log").read_text()
 
 
 @pytest.mark.sqlite_only
