@@ -44,8 +44,8 @@ METRICS_TOKEN = None
 LOG_FORMAT = "json"
 LOG_LEVEL = "INFO"
 # The level of RQ's own lines in worker.py's job processes. At INFO RQ writes four lines a job
-# (taken, completed, OK, how long its result is kept), several a call, and writing them is
-# about a tenth of RQ's own CPU a job; at WARNING its warnings and failed jobs are written.
+# (taken, completed, OK, how long its result is kept), several a call, each costing the
+# workers CPU; at WARNING its warnings and failed jobs are still written.
 JOB_LOG_LEVEL = "WARNING"
 
 # Webhook delivery: seconds to connect, and seconds for the whole attempt, connecting,
