@@ -150,7 +150,7 @@ def measure(label: str, database_url: str, count: int) -> list[list[object]]:
         db.close_all()
     rows: list[list[object]] = []
     for case in cases:
-        first_case = FIRST_ENDED if "types=" in case else "first page"
+        first_case = FIRST_ENDED if "types" in cases[case] else "first page"
         first = statistics.median(times[first_case])
         first_cpu = statistics.median(cpu[first_case])
         p50 = statistics.median(times[case])
