@@ -29,13 +29,13 @@ from app.resources.fields import MAX_INT32
 from app.runtime.schemas import MAX_CALL_SECONDS, Variables
 from app.services import agents as agent_service
 from app.services import billing, function_calls, maintenance
-from app.services import calls as call_service
 from app.services import deliveries as delivery_service
 from app.services import keys as key_service
 from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
 from app.services import users as user_service
 from app.services.audit import Actor
+from app.services.calls import lifecycle as call_lifecycle
 from app.util import isoformat, utcnow
 
 tenants_cli = AppGroup("tenants", help="Create and manage tenants.")
@@ -501,7 +501,7 @@ def calls_simulate(
     except ValidationError as exc:
         raise click.BadParameter(json.dumps(exc.messages), param_hint="--variables") from None
     since = utcnow()
-    started = call_service.start_call(
+    started = call_lifecycle.start_call(
         did=did, caller_number=caller, variables=values, agent_version=agent_version
     )
     call = started.call
@@ -512,18 +512,18 @@ def calls_simulate(
     missing = started.session["missing_variables"]
     if missing:
         click.echo(f"Placeholders without a value (left as written): {', '.join(missing)}")
-    call_service.answer_call(call_id=call.id)
+    call_lifecycle.answer_call(call_id=call.id)
     if function_name:
         outcome = function_calls.invoke(
             call_id=call.id, function_name=function_name, parameters=parameters
         )
         click.echo(f"Function {function_name}: {json.dumps(outcome.as_dict())}")
     if turns:
-        call_service.add_transcript(call_id=call.id, turns=example_turns(seconds))
+        call_lifecycle.add_transcript(call_id=call.id, turns=example_turns(seconds))
         click.echo(f"Transcript: {len(EXAMPLE_TURNS)} turns")
     if transcript:
-        call_service.add_transcript(call_id=call.id, transcript_summary=transcript)
-    call = call_service.end_call(
+        call_lifecycle.add_transcript(call_id=call.id, transcript_summary=transcript)
+    call = call_lifecycle.end_call(
         call_id=call.id,
         status="ended",
         duration_seconds=seconds,
@@ -552,7 +552,7 @@ DEMO_RING_SECONDS = 3
 @calls_cli.command("dispatch-demo")
 @click.option(
     "--max-calls",
-    type=click.IntRange(1, call_service.MAX_DISPATCH),
+    type=click.IntRange(1, call_lifecycle.MAX_DISPATCH),
     default=5,
     show_default=True,
     help="Calls in progress at once.",
@@ -590,11 +590,11 @@ def calls_dispatch_demo(
     talking: dict[str, float] = {}  # call id: when it hangs up (time.monotonic())
     while True:
         room = max_calls - len(talking)
-        for started in call_service.dispatch(max_calls=room) if room else []:
+        for started in call_lifecycle.dispatch(max_calls=room) if room else []:
             call = started.call
             if outcomes.random() >= answer_rate:
                 reason = outcomes.choice(DEMO_UNANSWERED)
-                call_service.end_call(
+                call_lifecycle.end_call(
                     call_id=call.id,
                     status="failed",
                     duration_seconds=DEMO_RING_SECONDS,
@@ -605,18 +605,18 @@ def calls_dispatch_demo(
                 )
                 click.echo(f"{call.id} to {call.callee_number}: {reason}")
                 continue
-            call_service.answer_call(call_id=call.id)
+            call_lifecycle.answer_call(call_id=call.id)
             talking[call.id] = time.monotonic() + seconds
             click.echo(f"{call.id} to {call.callee_number}: answered")
         for call_id, hangs_up in list(talking.items()):
             if hangs_up > time.monotonic():
                 continue
-            call_service.add_transcript(
+            call_lifecycle.add_transcript(
                 call_id=call_id,
                 turns=example_turns(max(seconds, 1)),
                 transcript_summary="A demo call: the callee confirmed the appointment.",
             )
-            call_service.end_call(
+            call_lifecycle.end_call(
                 call_id=call_id,
                 status="ended",
                 duration_seconds=seconds + DEMO_RING_SECONDS,
@@ -627,7 +627,7 @@ def calls_dispatch_demo(
             )
             del talking[call_id]
             click.echo(f"{call_id}: ended after {seconds} s")
-        if once and not talking and not call_service.has_queued():
+        if once and not talking and not call_lifecycle.has_queued():
             return
         time.sleep(interval)
 

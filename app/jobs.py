@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.db import database
-from app.services import calls, campaigns, deliveries, function_calls
+from app.services import campaigns, deliveries, function_calls
+from app.services.calls import lifecycle as call_lifecycle
 
 
 def deliver_webhook(
@@ -48,6 +49,6 @@ def sweep() -> int:
     """
     with database.connection_context():
         enqueued = deliveries.sweep()
-        calls.release_lapsed_holds()
+        call_lifecycle.release_lapsed_holds()
         campaigns.place_due()
         return enqueued

@@ -44,11 +44,12 @@ def run(database_url: str, contacts: int) -> dict[str, list[float]]:
     from app import create_app, db
     from app.models import Call, Campaign
     from app.services import agents as agent_service
-    from app.services import billing, calls, campaigns
+    from app.services import billing, campaigns
     from app.services import keys as key_service
     from app.services import phone_numbers as number_service
     from app.services import tenants as tenant_service
     from app.services.audit import Actor
+    from app.services.calls import lifecycle as call_lifecycle
     from app.util import utcnow
 
     app = create_app(
@@ -112,9 +113,9 @@ def run(database_url: str, contacts: int) -> dict[str, list[float]]:
 
         def finish(kind: str, call_ids: list[str]) -> None:
             for call_id in call_ids:
-                calls.answer_call(call_id=call_id)
+                call_lifecycle.answer_call(call_id=call_id)
                 started = time.perf_counter()
-                calls.end_call(
+                call_lifecycle.end_call(
                     call_id=call_id,
                     status="ended",
                     duration_seconds=40,
@@ -162,7 +163,7 @@ def run(database_url: str, contacts: int) -> dict[str, list[float]]:
         }
         assert (campaign.status, campaign.completed_count) == ("completed", contacts), counts
         # The baseline: as many plain outbound calls, queued 20 at a time.
-        outbound = calls.Outbound(
+        outbound = call_lifecycle.Outbound(
             phone_number_id=number.id,
             caller_number=number.display_number,
             agent_id=agent.id,
@@ -173,7 +174,9 @@ def run(database_url: str, contacts: int) -> dict[str, list[float]]:
         def queue(count: int) -> None:
             started = time.perf_counter()
             with db.database.atomic():
-                calls.queue_calls(tenant_id=tenant.id, outbounds=[outbound] * count, now=utcnow())
+                call_lifecycle.queue_calls(
+                    tenant_id=tenant.id, outbounds=[outbound] * count, now=utcnow()
+                )
             timings.setdefault("place plain", []).extend(
                 [(time.perf_counter() - started) / count] * count
             )
@@ -191,7 +194,7 @@ def run(database_url: str, contacts: int) -> dict[str, list[float]]:
             live = claim("plain")
             if not live:
                 break
-            if calls.has_queued():
+            if call_lifecycle.has_queued():
                 started = time.perf_counter()
                 assert claim("at limit") == []
                 timed("claim at limit", time.perf_counter() - started)

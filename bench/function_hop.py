@@ -42,9 +42,10 @@ PAUSE_S = 0.002
 def seed(database_url: str, endpoint: str, webhook_url: str) -> tuple[str, dict]:
     """A live call whose agent has a function `lookup` at endpoint; also a webhook."""
     from app import create_app, db, outbound
-    from app.services import billing, calls, functions, webhooks
+    from app.services import billing, functions, webhooks
     from app.services import tenants as tenant_service
     from app.services.audit import Actor
+    from app.services.calls import lifecycle as call_lifecycle
 
     app = create_app({"DATABASE_URL": database_url, "REDIS_URL": None, "QUEUE_MODE": "inline"})
     app.config["ALLOW_PRIVATE_URLS"] = True
@@ -74,7 +75,7 @@ def seed(database_url: str, endpoint: str, webhook_url: str) -> tuple[str, dict]
             events=["call.transcript"],
             secret="s" * 32,
         )
-        call = calls.start_call(did="+6221000001", caller_number="+628123456789").call
+        call = call_lifecycle.start_call(did="+6221000001", caller_number="+628123456789").call
         db.close_all()
         body = {"callId": call.id, "functionName": "lookup", "parameters": {"order": "A-1"}}
         signed = json.dumps(body, separators=(",", ":")).encode()
@@ -92,12 +93,12 @@ def seed(database_url: str, endpoint: str, webhook_url: str) -> tuple[str, dict]
 def queue_backlog(database_url: str, call_id: str, count: int) -> None:
     """count call.transcript events, each with a delivery enqueued on the webhooks queue."""
     from app import create_app, db
-    from app.services import calls
+    from app.services.calls import lifecycle as call_lifecycle
 
     app = create_app(service_env(database_url))
     with app.app_context():
         for i in range(count):
-            calls.add_transcript(call_id=call_id, transcript_summary=f"summary {i}")
+            call_lifecycle.add_transcript(call_id=call_id, transcript_summary=f"summary {i}")
         db.close_all()
 
 

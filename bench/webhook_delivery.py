@@ -40,9 +40,10 @@ SECRET = "whsec-bench-" + "s" * 20
 def seed(database_url: str, webhook_url: str) -> str:
     """A tenant with a webhook for call.transcript and call.ended; a live call's id."""
     from app import create_app, db
-    from app.services import billing, calls, webhooks
+    from app.services import billing, webhooks
     from app.services import tenants as tenant_service
     from app.services.audit import Actor
+    from app.services.calls import lifecycle as call_lifecycle
 
     app = create_app({"DATABASE_URL": database_url, "REDIS_URL": None, "QUEUE_MODE": "inline"})
     app.config["ALLOW_PRIVATE_URLS"] = True
@@ -57,7 +58,9 @@ def seed(database_url: str, webhook_url: str) -> str:
             events=["call.transcript", "call.ended"],
             secret=SECRET,
         )
-        call_id = calls.start_call(did="+6221000001", caller_number="+628123456789").call.id
+        call_id = call_lifecycle.start_call(
+            did="+6221000001", caller_number="+628123456789"
+        ).call.id
         db.close_all()
     return call_id
 
@@ -66,12 +69,13 @@ def queue_deliveries(database_url: str, call_id: str) -> list[tuple[bytes, dict[
     """DELIVERIES events with their deliveries enqueued; the signed requests they make."""
     from app import create_app, db
     from app.models import Delivery, Event
-    from app.services import calls, deliveries
+    from app.services import deliveries
+    from app.services.calls import lifecycle as call_lifecycle
 
     app = create_app(service_env(database_url))
     with app.app_context():
         for i in range(DELIVERIES):
-            calls.add_transcript(call_id=call_id, transcript_summary=f"summary {i}")
+            call_lifecycle.add_transcript(call_id=call_id, transcript_summary=f"summary {i}")
         signed = []
         for delivery in Delivery.select(Delivery, Event).join(Event):
             body = deliveries.event_body(delivery.event)

@@ -19,13 +19,13 @@ import pytest
 from app.models import AuditEntry
 from app.services import agents as agent_service
 from app.services import billing
-from app.services import calls as call_service
 from app.services import campaigns as campaign_service
 from app.services import functions as function_service
 from app.services import keys as key_service
 from app.services import phone_numbers as number_service
 from app.services import users as user_service
 from app.services import webhooks as webhook_service
+from app.services.calls import lifecycle as call_lifecycle
 from tests.dashboard.conftest import PASSWORD, PerRequestContextClient, csrf_token, sign_in
 from tests.helpers import ACTOR
 
@@ -67,7 +67,9 @@ def world(tenant) -> World:
     delivery = webhook_service.send_test(actor=ACTOR, tenant=tenant, webhook_id=webhook.id)
     key, _ = key_service.create_key(actor=ACTOR, tenant=tenant, name="spare")
     billing.grant(actor=ACTOR, tenant=tenant, minutes=100)
-    call = call_service.place_call(actor=ACTOR, tenant=tenant, phone_number_id=number.id, to=CALLEE)
+    call = call_lifecycle.place_call(
+        actor=ACTOR, tenant=tenant, phone_number_id=number.id, to=CALLEE
+    )
     campaign = campaign_service.create_campaign(
         actor=ACTOR,
         tenant=tenant,

@@ -10,9 +10,9 @@ from collections import Counter
 import pytest
 
 from app.models import Call, Campaign, CampaignContact
-from app.services import calls as call_service
 from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
+from app.services.calls import lifecycle as call_lifecycle
 from tests.campaigns import created, numbers
 from tests.helpers import ACTOR
 from tests.workers import rq_config, wait_for_worker
@@ -30,12 +30,12 @@ def app_config(app_config, redis_url, redis_client):
 
 def play_runtime(dialled: Counter) -> int:
     """Claim what is queued and run each call to its answered end; how many."""
-    claimed = call_service.dispatch(max_calls=call_service.MAX_DISPATCH)
+    claimed = call_lifecycle.dispatch(max_calls=call_lifecycle.MAX_DISPATCH)
     for started in claimed:
         call = started.call
         dialled[call.callee_number] += 1
-        call_service.answer_call(call_id=call.id)
-        call_service.end_call(
+        call_lifecycle.answer_call(call_id=call.id)
+        call_lifecycle.end_call(
             call_id=call.id,
             status="ended",
             duration_seconds=12,

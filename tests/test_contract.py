@@ -50,7 +50,6 @@ from app.resources.versions.schemas import StatsQueryArgsSchema
 from app.resources.webhooks.schemas import ReplayRequestSchema
 from app.services import agents as agent_service
 from app.services import billing
-from app.services import calls as call_service
 from app.services import campaigns as campaign_service
 from app.services import functions as function_service
 from app.services import keys as key_service
@@ -58,6 +57,7 @@ from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
 from app.services import usage as usage_service
 from app.services import webhooks as webhook_service
+from app.services.calls import lifecycle as call_lifecycle
 from app.services.functions import MIN_TIMEOUT_MS
 from app.util import new_id, utcnow
 from tests.conftest import RUNTIME_TOKEN, fresh_database_url
@@ -149,7 +149,9 @@ class World:
             billing.grant(actor=ACTOR, tenant=tenant, minutes=10**9)
         call = Call.get_or_none(Call.id == self.ids.get("call_id"))
         if call is None or call.status not in ("ringing", "answered"):
-            self.ids["call_id"] = call_service.start_call(did=DID, caller_number="+628111").call.id
+            self.ids["call_id"] = call_lifecycle.start_call(
+                did=DID, caller_number="+628111"
+            ).call.id
         # Turns posted by earlier cases must not bring the call to its transcript's limit.
         CallTurn.delete().where(CallTurn.call == self.ids["call_id"]).execute()
         Call.update(turns_count=0, turns_bytes=0).where(Call.id == self.ids["call_id"]).execute()
@@ -323,8 +325,8 @@ def ends_beyond_its_own_record(case) -> bool:
     if isinstance(talk, int) and isinstance(duration, int) and talk > duration:
         return True
     metadata = body.get("metadata")
-    too_big = isinstance(metadata, dict) and call_service.metadata_bytes(metadata) > (
-        call_service.MAX_METADATA_BYTES
+    too_big = isinstance(metadata, dict) and call_lifecycle.metadata_bytes(metadata) > (
+        call_lifecycle.MAX_METADATA_BYTES
     )
     return "endedAt" in body or too_big
 
@@ -361,7 +363,7 @@ def names_a_variable_badly(case) -> bool:
         return False
     return any(
         isinstance(variables, dict)
-        and any(not re.fullmatch(call_service.VARIABLE_NAME, name) for name in variables)
+        and any(not re.fullmatch(call_lifecycle.VARIABLE_NAME, name) for name in variables)
         for variables in sets
     )
 

@@ -7,11 +7,11 @@ import pytest
 from app.models import ALL_MODELS, Delivery
 from app.resources import TENANT_BLUEPRINTS
 from app.services import billing, events
-from app.services import calls as call_service
 from app.services import campaigns as campaign_service
 from app.services import functions as function_service
 from app.services import phone_numbers as number_service
 from app.services import webhooks as webhook_service
+from app.services.calls import lifecycle as call_lifecycle
 from app.util import new_id
 from tests.helpers import ACTOR
 
@@ -51,8 +51,8 @@ def make_call(ctx) -> str:
         actor=ACTOR, tenant=ctx["tenant"], number_id=number.id, agent_id=ctx["agent_id"]
     )
     billing.grant(actor=ACTOR, tenant=ctx["tenant"], minutes=5)
-    call = call_service.start_call(did=number.display_number, caller_number="+628111222333").call
-    call_service.add_transcript(call_id=call.id, turns=[{"role": "caller", "text": "Halo?"}])
+    call = call_lifecycle.start_call(did=number.display_number, caller_number="+628111222333").call
+    call_lifecycle.add_transcript(call_id=call.id, turns=[{"role": "caller", "text": "Halo?"}])
     return call.id
 
 

@@ -7,10 +7,10 @@ from app.dashboard import bp
 from app.dashboard.listing import page_links, read_query
 from app.resources.calls.schemas import CallQueryArgsSchema
 from app.services import agents as agent_service
-from app.services import calls as call_service
 from app.services import events as event_service
 from app.services import function_calls as function_call_service
 from app.services import phone_numbers as number_service
+from app.services.calls import lifecycle as call_lifecycle
 
 QUERY_ARGS = CallQueryArgsSchema()
 # The AI cost's components as a page names them.
@@ -38,7 +38,7 @@ def calls():
     query = read_query(QUERY_ARGS, FILTERS)
     page = previous = following = None
     if not query.errors:
-        page = call_service.list_calls(tenant=g.tenant, **query.args)
+        page = call_lifecycle.list_calls(tenant=g.tenant, **query.args)
         previous, following = page_links("dashboard.calls", query, page)
     agents = {agent.id: agent.name for agent in agent_service.list_agents(tenant=g.tenant)}
     numbers = number_service.list_numbers(tenant=g.tenant)
@@ -50,14 +50,14 @@ def calls():
         following=following,
         agents=agents,
         numbers=numbers,
-        statuses=call_service.STATUSES,
-        directions=call_service.DIRECTIONS,
+        statuses=call_lifecycle.STATUSES,
+        directions=call_lifecycle.DIRECTIONS,
     ), (422 if query.errors else 200)
 
 
 @bp.route("/calls/<call_id>")
 def call(call_id):
-    found = call_service.get_call(tenant=g.tenant, call_id=call_id)
+    found = call_lifecycle.get_call(tenant=g.tenant, call_id=call_id)
     agents = {agent.id: agent.name for agent in agent_service.list_agents(tenant=g.tenant)}
     numbers = {number.id: number for number in number_service.list_numbers(tenant=g.tenant)}
     return render_template(
@@ -65,7 +65,7 @@ def call(call_id):
         call=found,
         agent_name=agents.get(found.agent_id),
         number=numbers.get(found.phone_number_id),
-        turns=call_service.get_transcript(tenant=g.tenant, call_id=found.id).turns,
+        turns=call_lifecycle.get_transcript(tenant=g.tenant, call_id=found.id).turns,
         cost_labels=COST_LABELS,
         events=event_service.for_call(tenant=g.tenant, call_id=found.id),
         function_calls=function_call_service.list_for_call(tenant=g.tenant, call_id=found.id),

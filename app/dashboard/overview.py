@@ -5,8 +5,8 @@ from flask import g, render_template
 from app.dashboard import bp
 from app.dashboard.charts import daily_chart
 from app.services import billing
-from app.services import calls as call_service
 from app.services import webhooks as webhook_service
+from app.services.calls import lifecycle as call_lifecycle
 
 DAYS = 30
 
@@ -14,7 +14,7 @@ DAYS = 30
 @bp.route("/")
 def overview():
     tenant = billing.get_balance(tenant=g.tenant)
-    totals = call_service.daily_totals(tenant=g.tenant, days=DAYS)
+    totals = call_lifecycle.daily_totals(tenant=g.tenant, days=DAYS)
     calls = sum(total.calls for total in totals)
     answered = sum(total.answered for total in totals)
     failing = webhook_service.failing_webhooks(tenant=g.tenant)

@@ -16,8 +16,8 @@ from app.runtime.schemas import (
     StartedCallSchema,
     TranscriptSchema,
 )
-from app.services import calls as call_service
 from app.services import function_calls
+from app.services.calls import lifecycle as call_lifecycle
 
 blp = RuntimeBlueprint(
     "runtime",
@@ -57,7 +57,7 @@ class RuntimeCalls(MethodView):
         concurrent-call slots and holds its allowance of credit until it ends. The session's
         systemPrompt and greetingText have the call's variables filled in.
         """
-        started = call_service.start_call(**fields)
+        started = call_lifecycle.start_call(**fields)
         return started, 201 if started.created else 200
 
 
@@ -77,7 +77,7 @@ class RuntimeDispatch(MethodView):
         call with the endpoints of any call: answered, or ended with status failed and
         hangupReason no_answer, busy or voicemail when nobody answered.
         """
-        return {"calls": call_service.dispatch(max_calls=fields["max"])}
+        return {"calls": call_lifecycle.dispatch(max_calls=fields["max"])}
 
 
 @blp.route("/calls/<call_id>/answered")
@@ -93,7 +93,7 @@ class RuntimeCallAnswered(MethodView):
         ringing → answered, emits call.answered. Repeating it for an answered call changes
         nothing and answers 200.
         """
-        return call_service.answer_call(call_id=call_id, **fields)
+        return call_lifecycle.answer_call(call_id=call_id, **fields)
 
 
 @blp.route("/calls/<call_id>/transcript")
@@ -110,7 +110,7 @@ class RuntimeCallTranscript(MethodView):
         summary again changes nothing. A post that would take the call past 2,000 turns or
         256 KiB of turn text is 422 and stores nothing, neither turns nor summary.
         """
-        return call_service.add_transcript(call_id=call_id, **fields)
+        return call_lifecycle.add_transcript(call_id=call_id, **fields)
 
 
 @blp.route("/calls/<call_id>/ended")
@@ -128,7 +128,7 @@ class RuntimeCallEnded(MethodView):
         the threshold), in one transaction. Repeating it with the same status changes and
         charges nothing and answers 200.
         """
-        return call_service.end_call(call_id=call_id, **fields)
+        return call_lifecycle.end_call(call_id=call_id, **fields)
 
 
 @blp.route("/calls/<call_id>/function-calls")

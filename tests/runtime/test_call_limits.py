@@ -8,8 +8,8 @@ import pytest
 from app.errors import ValidationFailed
 from app.models import Call, Event, Tenant
 from app.services import billing
-from app.services import calls as call_service
 from app.services import tenants as tenant_service
+from app.services.calls import lifecycle as call_lifecycle
 from app.util import utcnow
 from tests.call_flow import answer, end, start
 from tests.helpers import ACTOR, assert_error
@@ -100,9 +100,9 @@ def test_a_lapsed_hold_frees_the_slot_and_its_late_end_frees_nothing(
     lost = start(client, runtime_headers, did).json["id"]
     kept = start(client, runtime_headers, did).json["id"]
     lapse(lost)
-    assert call_service.release_lapsed_holds() == 1
+    assert call_lifecycle.release_lapsed_holds() == 1
     assert active_calls(tenant) == 1
-    assert call_service.release_lapsed_holds() == 0
+    assert call_lifecycle.release_lapsed_holds() == 0
     assert active_calls(tenant) == 1
     again = start(client, runtime_headers, did)
     assert again.status_code == 201
@@ -124,7 +124,7 @@ def test_lapsed_holds_of_several_calls_free_a_slot_each(client, runtime_headers,
     ids = [start(client, runtime_headers, did).json["id"] for _ in range(3)]
     for call_id in ids[:2]:
         lapse(call_id)
-    assert call_service.release_lapsed_holds() == 2
+    assert call_lifecycle.release_lapsed_holds() == 2
     refreshed = Tenant.get_by_id(tenant.id)
     assert (refreshed.active_calls, refreshed.reserved_minutes) == (1, 10)
 

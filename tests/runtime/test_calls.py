@@ -8,9 +8,9 @@ from app import create_app
 from app.models import Agent, Call, CreditTransaction, Delivery, Event, Tenant, Webhook
 from app.services import agents as agent_service
 from app.services import billing
-from app.services import calls as call_service
 from app.services import functions as function_service
 from app.services import phone_numbers as number_service
+from app.services.calls import lifecycle as call_lifecycle
 from app.util import new_id, utcnow
 from tests.call_flow import CALLER, RUNTIME, answer, end, end_body, start, whole_call
 from tests.helpers import ACTOR, assert_error
@@ -166,8 +166,8 @@ def test_a_call_whose_hold_lapses_is_closed_as_runtime_lost_and_its_late_end_ref
     Call.update(reservation_expires_at=utcnow() - timedelta(seconds=1)).where(
         Call.id == lost["id"]
     ).execute()
-    assert call_service.release_lapsed_holds() == 1
-    assert call_service.release_lapsed_holds() == 0
+    assert call_lifecycle.release_lapsed_holds() == 1
+    assert call_lifecycle.release_lapsed_holds() == 0
     assert credits(client, headers) == (20, 10, 10)
     closed = Call.get_by_id(lost["id"])
     assert (closed.status, closed.hangup_reason, closed.hangup_initiator) == (

@@ -12,9 +12,9 @@ from app.errors import AppError
 from app.models import Call, CreditTransaction, Event, Tenant
 from app.services import agents as agent_service
 from app.services import billing
-from app.services import calls as call_service
 from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
+from app.services.calls import lifecycle as call_lifecycle
 from tests.helpers import ACTOR
 
 
@@ -83,15 +83,15 @@ def test_balance_always_equals_the_ledger_sum(app, steps, threshold):
             purchased += amount
         else:
             try:
-                call = call_service.start_call(
+                call = call_lifecycle.start_call(
                     did=number.display_number, caller_number="+628123456"
                 )
             except AppError as error:
                 assert balance <= 0 and error.code == "no_credits"
                 continue
             assert balance > 0
-            call_service.answer_call(call_id=call.call.id)
-            ended = call_service.end_call(
+            call_lifecycle.answer_call(call_id=call.call.id)
+            ended = call_lifecycle.end_call(
                 call_id=call.call.id,
                 status=kind,
                 duration_seconds=amount,

@@ -8,10 +8,10 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from app.models import Call, Campaign, Event, Tenant
-from app.services import calls as call_service
 from app.services import campaigns as campaign_service
 from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
+from app.services.calls import lifecycle as call_lifecycle
 from app.util import utcnow
 from tests.campaigns import (
     answered,
@@ -276,7 +276,7 @@ def test_a_call_whose_runtime_was_lost_counts_as_failed(
     Call.update(reservation_expires_at=utcnow() - timedelta(seconds=1)).where(
         Call.id == call["id"]
     ).execute()
-    assert call_service.release_lapsed_holds() == 1
+    assert call_lifecycle.release_lapsed_holds() == 1
     (contact,) = contacts(campaign_id)
     assert (contact.status, contact.last_outcome) == ("failed", "failed")
     assert Campaign.get_by_id(campaign_id).status == "completed"

@@ -13,7 +13,7 @@ from app.resources.calls.schemas import (
     CallTranscriptSchema,
 )
 from app.resources.common import TenantBlueprint
-from app.services import calls as call_service
+from app.services.calls import lifecycle as call_lifecycle
 
 blp = TenantBlueprint("calls", __name__, url_prefix="/api/v1/calls", description="Call history.")
 
@@ -34,7 +34,7 @@ class Calls(MethodView):
         list; with any filter it counts matches up to 10,000, so 10,000 means at least that.
         `pagination.hasMore` is always exact.
         """
-        page = call_service.list_calls(tenant=current_tenant(), **args)
+        page = call_lifecycle.list_calls(tenant=current_tenant(), **args)
         return {"calls": page.items, "pagination": page}
 
     @blp.arguments(CallCreateSchema())
@@ -56,7 +56,7 @@ class Calls(MethodView):
         concurrency slot, call.started) and reported by the runtime as any call. The agent's
         {{name}} placeholders are filled from `variables` in the call's session.
         """
-        return call_service.place_call(tenant=current_tenant(), actor=current_actor(), **fields)
+        return call_lifecycle.place_call(tenant=current_tenant(), actor=current_actor(), **fields)
 
 
 @blp.route("/<call_id>")
@@ -66,7 +66,7 @@ class CallsById(MethodView):
     @blp.doc(operationId="getCall")
     def get(self, call_id):
         """Get a call"""
-        return call_service.get_call(tenant=current_tenant(), call_id=call_id)
+        return call_lifecycle.get_call(tenant=current_tenant(), call_id=call_id)
 
 
 @blp.route("/<call_id>/cancel")
@@ -85,7 +85,7 @@ class CallCancel(MethodView):
         A queued outbound call is withdrawn (canceled) before a runtime claims it; it is
         never dialled. A campaign's call canceled this way fails its contact.
         """
-        return call_service.cancel_call(
+        return call_lifecycle.cancel_call(
             tenant=current_tenant(), actor=current_actor(), call_id=call_id
         )
 
@@ -100,4 +100,4 @@ class CallTranscript(MethodView):
 
         The summary and the turns of the conversation in order, as the runtime reported them.
         """
-        return call_service.get_transcript(tenant=current_tenant(), call_id=call_id)
+        return call_lifecycle.get_transcript(tenant=current_tenant(), call_id=call_id)

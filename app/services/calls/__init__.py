@@ -1,0 +1,1 @@
+"""Calls: admission, the lifecycle the runtime reports, outbound dispatch and the history."""
