@@ -10,6 +10,7 @@ from app.services import agents as agent_service
 from app.services import events as event_service
 from app.services import function_calls as function_call_service
 from app.services import phone_numbers as number_service
+from app.services.calls import history as call_history
 from app.services.calls import lifecycle as call_lifecycle
 
 QUERY_ARGS = CallQueryArgsSchema()
@@ -38,7 +39,7 @@ def calls():
     query = read_query(QUERY_ARGS, FILTERS)
     page = previous = following = None
     if not query.errors:
-        page = call_lifecycle.list_calls(tenant=g.tenant, **query.args)
+        page = call_history.list_calls(tenant=g.tenant, **query.args)
         previous, following = page_links("dashboard.calls", query, page)
     agents = {agent.id: agent.name for agent in agent_service.list_agents(tenant=g.tenant)}
     numbers = number_service.list_numbers(tenant=g.tenant)
@@ -57,7 +58,7 @@ def calls():
 
 @bp.route("/calls/<call_id>")
 def call(call_id):
-    found = call_lifecycle.get_call(tenant=g.tenant, call_id=call_id)
+    found = call_history.get_call(tenant=g.tenant, call_id=call_id)
     agents = {agent.id: agent.name for agent in agent_service.list_agents(tenant=g.tenant)}
     numbers = {number.id: number for number in number_service.list_numbers(tenant=g.tenant)}
     return render_template(
@@ -65,7 +66,7 @@ def call(call_id):
         call=found,
         agent_name=agents.get(found.agent_id),
         number=numbers.get(found.phone_number_id),
-        turns=call_lifecycle.get_transcript(tenant=g.tenant, call_id=found.id).turns,
+        turns=call_history.get_transcript(tenant=g.tenant, call_id=found.id).turns,
         cost_labels=COST_LABELS,
         events=event_service.for_call(tenant=g.tenant, call_id=found.id),
         function_calls=function_call_service.list_for_call(tenant=g.tenant, call_id=found.id),

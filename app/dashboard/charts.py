@@ -3,7 +3,7 @@
 import math
 from dataclasses import dataclass
 
-from app.services.calls.lifecycle import DayTotal
+from app.services.calls.history import DayTotal
 
 WIDTH, HEIGHT = 760, 260
 LEFT, RIGHT, TOP, BOTTOM = 48, 56, 16, 40  # room for the axes' numbers and the days

@@ -6,7 +6,7 @@ from app.dashboard import bp
 from app.dashboard.charts import daily_chart
 from app.services import billing
 from app.services import webhooks as webhook_service
-from app.services.calls import lifecycle as call_lifecycle
+from app.services.calls import history as call_history
 
 DAYS = 30
 
@@ -14,7 +14,7 @@ DAYS = 30
 @bp.route("/")
 def overview():
     tenant = billing.get_balance(tenant=g.tenant)
-    totals = call_lifecycle.daily_totals(tenant=g.tenant, days=DAYS)
+    totals = call_history.daily_totals(tenant=g.tenant, days=DAYS)
     calls = sum(total.calls for total in totals)
     answered = sum(total.answered for total in totals)
     failing = webhook_service.failing_webhooks(tenant=g.tenant)

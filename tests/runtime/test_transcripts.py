@@ -3,7 +3,7 @@
 import pytest
 
 from app.models import Call, CallTurn, Event
-from app.services.calls import lifecycle as call_lifecycle
+from app.services.calls import history as call_history
 from tests.call_flow import RUNTIME, start, whole_call
 from tests.helpers import assert_error
 
@@ -182,6 +182,6 @@ def test_the_transcript_is_read_in_two_queries(client, headers, runtime_headers,
     post(client, runtime_headers, call_id, turns=turns_of(20))
     tenant = Call.get_by_id(call_id).tenant
     with count_queries() as counter:
-        read = call_lifecycle.get_transcript(tenant=tenant, call_id=call_id)
+        read = call_history.get_transcript(tenant=tenant, call_id=call_id)
     assert len(read.turns) == 20
     assert counter.count == 2

@@ -8,6 +8,7 @@ import pytest
 from app import db
 from app.models import Call
 from app.services import billing
+from app.services.calls import history as call_history
 from app.services.calls import lifecycle as call_lifecycle
 from app.util import utcnow
 from tests.conftest import DID, using_postgres
@@ -38,7 +39,7 @@ def whole_call(*, talk: int, started_at: datetime, answer: bool = True) -> str:
 
 
 def test_daily_totals_are_30_days_up_to_today_with_zeros(tenant):
-    totals = call_lifecycle.daily_totals(tenant=tenant)
+    totals = call_history.daily_totals(tenant=tenant)
     today = utcnow().date()
     assert [total.day for total in totals] == [today - timedelta(days=29 - n) for n in range(30)]
     assert {(total.calls, total.answered, total.minutes) for total in totals} == {(0, 0, 0)}
@@ -52,7 +53,7 @@ def test_daily_totals_count_calls_answered_and_billed_minutes_per_utc_day(tenant
     whole_call(talk=0, started_at=midnight - timedelta(seconds=1), answer=False)
     whole_call(talk=200, started_at=midnight - timedelta(days=29))  # 4, the first day shown
     whole_call(talk=60, started_at=midnight - timedelta(days=29, seconds=1))  # too old
-    totals = {total.day: total for total in call_lifecycle.daily_totals(tenant=tenant)}
+    totals = {total.day: total for total in call_history.daily_totals(tenant=tenant)}
     assert len(totals) == 30
     shown = {
         (day - today).days: (total.calls, total.answered, total.minutes)
@@ -66,9 +67,9 @@ def test_daily_totals_leave_out_other_tenants_and_open_calls_bill_nothing(
     tenant, other_tenant, line
 ):
     call_lifecycle.start_call(did=DID, caller_number="+6281234567890")  # still ringing
-    [today] = call_lifecycle.daily_totals(tenant=tenant, days=1)
+    [today] = call_history.daily_totals(tenant=tenant, days=1)
     assert (today.calls, today.answered, today.minutes) == (1, 0, 0)
-    [theirs] = call_lifecycle.daily_totals(tenant=other_tenant, days=1)
+    [theirs] = call_history.daily_totals(tenant=other_tenant, days=1)
     assert (theirs.calls, theirs.minutes) == (0, 0)
 
 
@@ -97,7 +98,7 @@ def a_call_a_day(tenant, *, until: datetime, days: int = 1000) -> None:
 def test_daily_totals_read_an_index_range_of_tenant_and_started_at(tenant):
     a_call_a_day(tenant, until=utcnow())
     with captured_queries() as seen:
-        call_lifecycle.daily_totals(tenant=tenant)
+        call_history.daily_totals(tenant=tenant)
     [statement] = seen
     sql, params = statement.sql, statement.params
     database = db.database.obj
@@ -132,7 +133,7 @@ def test_a_search_by_caller_number_reads_an_index_range_of_tenant_and_number(ten
     if using_postgres():
         db.database.obj.execute_sql("ANALYZE call")
     with captured_queries() as seen:
-        call_lifecycle.list_calls(tenant=tenant, limit=10, offset=0, caller_number=number)
+        call_history.list_calls(tenant=tenant, limit=10, offset=0, caller_number=number)
     sql, params = seen[0].sql, seen[0].params
     database = db.database.obj
     if using_postgres():

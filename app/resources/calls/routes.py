@@ -13,6 +13,7 @@ from app.resources.calls.schemas import (
     CallTranscriptSchema,
 )
 from app.resources.common import TenantBlueprint
+from app.services.calls import history as call_history
 from app.services.calls import lifecycle as call_lifecycle
 
 blp = TenantBlueprint("calls", __name__, url_prefix="/api/v1/calls", description="Call history.")
@@ -34,7 +35,7 @@ class Calls(MethodView):
         list; with any filter it counts matches up to 10,000, so 10,000 means at least that.
         `pagination.hasMore` is always exact.
         """
-        page = call_lifecycle.list_calls(tenant=current_tenant(), **args)
+        page = call_history.list_calls(tenant=current_tenant(), **args)
         return {"calls": page.items, "pagination": page}
 
     @blp.arguments(CallCreateSchema())
@@ -66,7 +67,7 @@ class CallsById(MethodView):
     @blp.doc(operationId="getCall")
     def get(self, call_id):
         """Get a call"""
-        return call_lifecycle.get_call(tenant=current_tenant(), call_id=call_id)
+        return call_history.get_call(tenant=current_tenant(), call_id=call_id)
 
 
 @blp.route("/<call_id>/cancel")
@@ -100,4 +101,4 @@ class CallTranscript(MethodView):
 
         The summary and the turns of the conversation in order, as the runtime reported them.
         """
-        return call_lifecycle.get_transcript(tenant=current_tenant(), call_id=call_id)
+        return call_history.get_transcript(tenant=current_tenant(), call_id=call_id)
