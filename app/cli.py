@@ -35,6 +35,7 @@ from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
 from app.services import users as user_service
 from app.services.audit import Actor
+from app.services.calls import constants as call_constants
 from app.services.calls import lifecycle as call_lifecycle
 from app.util import isoformat, utcnow
 
@@ -552,7 +553,7 @@ DEMO_RING_SECONDS = 3
 @calls_cli.command("dispatch-demo")
 @click.option(
     "--max-calls",
-    type=click.IntRange(1, call_lifecycle.MAX_DISPATCH),
+    type=click.IntRange(1, call_constants.MAX_DISPATCH),
     default=5,
     show_default=True,
     help="Calls in progress at once.",

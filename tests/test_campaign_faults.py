@@ -12,6 +12,7 @@ import pytest
 from app.models import Call, Campaign, CampaignContact
 from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
+from app.services.calls import constants as call_constants
 from app.services.calls import lifecycle as call_lifecycle
 from tests.campaigns import created, numbers
 from tests.helpers import ACTOR
@@ -30,7 +31,7 @@ def app_config(app_config, redis_url, redis_client):
 
 def play_runtime(dialled: Counter) -> int:
     """Claim what is queued and run each call to its answered end; how many."""
-    claimed = call_lifecycle.dispatch(max_calls=call_lifecycle.MAX_DISPATCH)
+    claimed = call_lifecycle.dispatch(max_calls=call_constants.MAX_DISPATCH)
     for started in claimed:
         call = started.call
         dialled[call.callee_number] += 1

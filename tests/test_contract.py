@@ -57,6 +57,7 @@ from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
 from app.services import usage as usage_service
 from app.services import webhooks as webhook_service
+from app.services.calls import constants as call_constants
 from app.services.calls import lifecycle as call_lifecycle
 from app.services.functions import MIN_TIMEOUT_MS
 from app.util import new_id, utcnow
@@ -325,8 +326,8 @@ def ends_beyond_its_own_record(case) -> bool:
     if isinstance(talk, int) and isinstance(duration, int) and talk > duration:
         return True
     metadata = body.get("metadata")
-    too_big = isinstance(metadata, dict) and call_lifecycle.metadata_bytes(metadata) > (
-        call_lifecycle.MAX_METADATA_BYTES
+    too_big = isinstance(metadata, dict) and call_constants.metadata_bytes(metadata) > (
+        call_constants.MAX_METADATA_BYTES
     )
     return "endedAt" in body or too_big
 
@@ -363,7 +364,7 @@ def names_a_variable_badly(case) -> bool:
         return False
     return any(
         isinstance(variables, dict)
-        and any(not re.fullmatch(call_lifecycle.VARIABLE_NAME, name) for name in variables)
+        and any(not re.fullmatch(call_constants.VARIABLE_NAME, name) for name in variables)
         for variables in sets
     )
 

@@ -10,8 +10,8 @@ from app.services import agents as agent_service
 from app.services import events as event_service
 from app.services import function_calls as function_call_service
 from app.services import phone_numbers as number_service
+from app.services.calls import constants as call_constants
 from app.services.calls import history as call_history
-from app.services.calls import lifecycle as call_lifecycle
 
 QUERY_ARGS = CallQueryArgsSchema()
 # The AI cost's components as a page names them.
@@ -51,8 +51,8 @@ def calls():
         following=following,
         agents=agents,
         numbers=numbers,
-        statuses=call_lifecycle.STATUSES,
-        directions=call_lifecycle.DIRECTIONS,
+        statuses=call_constants.STATUSES,
+        directions=call_constants.DIRECTIONS,
     ), (422 if query.errors else 200)
 
 

@@ -9,7 +9,7 @@ from app.resources.calls.schemas import CallDetailSchema, Variables, metadata_si
 from app.resources.common import Schema
 from app.resources.fields import MAX_INT32, StrictInteger, UtcDateTime
 from app.resources.functions.schemas import FunctionErrorSchema
-from app.services.calls.lifecycle import (
+from app.services.calls.constants import (
     COST_COMPONENTS,
     DIRECTIONS,
     END_STATUSES,

@@ -9,7 +9,7 @@ import peewee as pw
 from app.errors import ValidationFailed
 from app.models import Call, Tenant
 from app.services import tenants as tenant_service
-from app.services.calls.lifecycle import COST_COMPONENTS
+from app.services.calls.constants import COST_COMPONENTS
 from app.util import utcnow
 
 # The longest range a report covers: a leap year of days.

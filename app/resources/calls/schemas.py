@@ -7,7 +7,7 @@ from marshmallow import ValidationError, fields, validate, validates_schema
 from app.resources.agents.schemas import E164
 from app.resources.common import PageArgsSchema, PaginationSchema, Schema
 from app.resources.fields import MAX_INT32, DateOrTimestamp, PhoneNumberQuery, Timestamp
-from app.services.calls.lifecycle import (
+from app.services.calls.constants import (
     COST_COMPONENTS,
     DIRECTIONS,
     MAX_METADATA_BYTES,

@@ -5,7 +5,6 @@ Steps that must happen once (answering, ending) are conditional UPDATEs on the s
 two processes reporting the same step at once change and charge the call exactly once.
 """
 
-import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -20,22 +19,22 @@ from app.models import Agent, AgentVersion, Call, CallTurn, PhoneNumber, Tenant
 from app.services import audit, billing, campaign_progress, events, snapshots
 from app.services import tenants as tenant_service
 from app.services.calls import history
+from app.services.calls.constants import (
+    COST_COMPONENTS,
+    MAX_COST_IDR,
+    MAX_METADATA_BYTES,
+    MAX_TURN_BYTES,
+    MAX_TURNS,
+    OPEN_STATUSES,
+    VARIABLE_NAME,
+    metadata_bytes,
+)
 from app.util import isoformat, new_id, utcnow
 
-# queued: an outbound call waiting for a runtime to claim it (dispatch); canceled: a queued
-# call withdrawn before it was dialled.
-STATUSES = ("queued", "ringing", "answered", "ended", "dropped", "failed", "canceled")
-END_STATUSES = ("ended", "dropped", "failed")
-OPEN_STATUSES = ("ringing", "answered")
-# A runtime claims at most this many queued calls at once.
-MAX_DISPATCH = 50
 # Calls queued per INSERT statement (a campaign queues many at once).
 INSERT_BATCH = 500
-# A call's metadata, as compact JSON: what the runtime sends and what the call keeps merged.
-MAX_METADATA_BYTES = 16 * 1024
 # The hangupReason of a call closed because its runtime never reported its end.
 RUNTIME_LOST = "runtime_lost"
-DIRECTIONS = ("inbound", "outbound")
 REJECTIONS = ("no_agent", "concurrency_limit", "no_credits")
 REJECTION_MESSAGES = {
     "no_agent": "No active agent answers this number; the call was recorded as failed.",
@@ -44,21 +43,8 @@ REJECTION_MESSAGES = {
     "no_credits": "The tenant has no credit minutes left; the call was recorded as failed.",
 }
 
-# The components of a call's AI cost, in IDR, as the runtime may report them at the end.
-COST_COMPONENTS = ("llm", "stt", "tts", "telephony", "other")
-# The most aiCostIdr may be (a 32-bit integer), also when it is the components' sum.
-MAX_COST_IDR = 2**31 - 1
-
-# A call's transcript: at most this many turns and this many bytes (UTF-8) of their text.
-MAX_TURNS = 2000
-MAX_TURN_BYTES = 256 * 1024
-TURN_ROLES = ("agent", "caller")
-
 # {{name}} in an agent's systemPrompt and greetingText, filled from the call's variables.
-VARIABLE_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,63}"
 PLACEHOLDER = re.compile(r"\{\{(" + VARIABLE_NAME + r")\}\}")
-MAX_VARIABLES = 50
-MAX_VARIABLE_LENGTH = 2000
 
 # What a session is made of: an agent's version (app.models.AgentVersion).
 SESSION_FIELDS = (
@@ -475,10 +461,6 @@ def answer_call(*, call_id: str, answered_at: datetime | None = None) -> Call:
             occurred_at=when,
         )
     return call
-
-
-def metadata_bytes(metadata: dict[str, Any]) -> int:
-    return len(json.dumps(metadata, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 def _illegal(call: Call, target: str) -> Conflict:
