@@ -4,7 +4,7 @@ import pytest
 
 from app.models import Call
 from app.services import agents as agent_service
-from app.services.calls import lifecycle as call_lifecycle
+from app.services.calls import admission as call_admission
 from tests.call_flow import start
 from tests.helpers import ACTOR, assert_error
 
@@ -84,7 +84,7 @@ def test_a_repeated_provider_call_id_keeps_the_first_variables(client, runtime_h
 
 def test_the_service_fills_placeholders_in_one_pass():
     missing: list[str] = []
-    filled = call_lifecycle.fill_placeholders("{{a}}{{b}}{{a}}", {"a": "{{b}}"}, missing)
+    filled = call_admission.fill_placeholders("{{a}}{{b}}{{a}}", {"a": "{{b}}"}, missing)
     assert (filled, missing) == ("{{b}}{{b}}{{b}}", ["b"])
 
 

@@ -5,7 +5,6 @@ Steps that must happen once (answering, ending) are conditional UPDATEs on the s
 two processes reporting the same step at once change and charge the call exactly once.
 """
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -16,9 +15,9 @@ from app import metrics
 from app.db import is_sqlite, transaction, unit_of_work
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Agent, AgentVersion, Call, CallTurn, PhoneNumber, Tenant
-from app.services import audit, billing, campaign_progress, events, snapshots
+from app.services import audit, billing, campaign_progress, events
 from app.services import tenants as tenant_service
-from app.services.calls import history
+from app.services.calls import admission, history
 from app.services.calls.constants import (
     COST_COMPONENTS,
     MAX_COST_IDR,
@@ -26,7 +25,6 @@ from app.services.calls.constants import (
     MAX_TURN_BYTES,
     MAX_TURNS,
     OPEN_STATUSES,
-    VARIABLE_NAME,
     metadata_bytes,
 )
 from app.util import isoformat, new_id, utcnow
@@ -35,104 +33,6 @@ from app.util import isoformat, new_id, utcnow
 INSERT_BATCH = 500
 # The hangupReason of a call closed because its runtime never reported its end.
 RUNTIME_LOST = "runtime_lost"
-REJECTIONS = ("no_agent", "concurrency_limit", "no_credits")
-REJECTION_MESSAGES = {
-    "no_agent": "No active agent answers this number; the call was recorded as failed.",
-    "concurrency_limit": "The tenant has as many calls in progress as its plan allows; "
-    "the call was recorded as failed.",
-    "no_credits": "The tenant has no credit minutes left; the call was recorded as failed.",
-}
-
-# {{name}} in an agent's systemPrompt and greetingText, filled from the call's variables.
-PLACEHOLDER = re.compile(r"\{\{(" + VARIABLE_NAME + r")\}\}")
-
-# What a session is made of: an agent's version (app.models.AgentVersion).
-SESSION_FIELDS = (
-    "version",
-    "system_prompt",
-    "voice_id",
-    "greeting_text",
-    "language",
-    "escalation_number",
-    "tools_enabled",
-    "max_call_duration_minutes",
-    "functions",
-)
-
-
-@dataclass(frozen=True)
-class StartedCall:
-    call: Call
-    session: dict[str, Any]
-    created: bool  # False when a repeated providerCallId returned the existing call
-
-
-@dataclass(frozen=True)
-class _Line:
-    """A provisioned number as a new call needs it."""
-
-    id: str
-    tenant_id: str
-    display_number: str
-    agent_id: str | None  # the assigned agent, also when it cannot answer
-    # The version of the agent that answers: its call-facing fields and functions. None when
-    # the number or its agent is inactive (or the agent has no such version).
-    answering: AgentVersion | None
-    active_agent_id: str | None  # the assigned agent when it may answer
-
-
-def _line(did: str, agent_version: int | None = None) -> _Line | None:
-    """The number did with the version of its agent that answers, or None when nobody has it.
-
-    One query: the number, the agent that answers it (an active number's active, undeleted
-    agent) and that agent's version for the call: agent_version when given (a simulation),
-    else the number's pinned one, else the agent's latest.
-    """
-    answers = (
-        (Agent.id == PhoneNumber.agent)
-        & PhoneNumber.is_active
-        & Agent.is_active
-        & Agent.deleted_at.is_null()
-    )
-    wanted = (
-        pw.Value(agent_version)
-        if agent_version is not None
-        else pw.fn.COALESCE(PhoneNumber.agent_version, Agent.version)
-    )
-    query = (
-        PhoneNumber.select(
-            PhoneNumber.id,
-            PhoneNumber.tenant,
-            PhoneNumber.agent,
-            Agent.id.alias("active_agent_id"),
-            AgentVersion.version,
-            AgentVersion.system_prompt,
-            AgentVersion.voice_id,
-            AgentVersion.greeting_text,
-            AgentVersion.language,
-            AgentVersion.escalation_number,
-            AgentVersion.tools_enabled,
-            AgentVersion.max_call_duration_minutes,
-            AgentVersion.functions,
-        )
-        .join(Agent, pw.JOIN.LEFT_OUTER, on=answers)
-        .join(
-            AgentVersion,
-            pw.JOIN.LEFT_OUTER,
-            on=(AgentVersion.agent == Agent.id) & (AgentVersion.version == wanted),
-        )
-        .where(PhoneNumber.display_number == did)
-    )
-    row = cast(dict[str, Any] | None, query.dicts().first())
-    if row is None:
-        return None
-    answering = None
-    if row["version"] is not None:
-        answering = AgentVersion(
-            agent=row["active_agent_id"],
-            **{name: row[name] for name in SESSION_FIELDS},
-        )
-    return _Line(row["id"], row["tenant"], did, row["agent"], answering, row["active_agent_id"])
 
 
 def _runtime_call(call_id: str) -> Call:
@@ -167,224 +67,6 @@ def _by_provider_id(tenant_id: str, provider_call_id: str | None) -> Call | None
     )
 
 
-def _rejected(call: Call) -> bool:
-    """Whether the call was turned away at its start (no agent, no credits)."""
-    return (
-        call.status == "failed"
-        and call.answered_at is None
-        and call.hangup_reason in REJECTIONS
-        and call.hangup_initiator == "system"
-    )
-
-
-def _rejection(call: Call) -> Conflict:
-    return Conflict(
-        REJECTION_MESSAGES[str(call.hangup_reason)],
-        code=call.hangup_reason,
-        details={"callId": call.id},
-    )
-
-
-def _ended_data(call: Call) -> dict[str, Any]:
-    return {
-        "callId": call.id,
-        "durationSeconds": call.duration_seconds,
-        "hangupReason": call.hangup_reason,
-        "phoneNumberId": call.phone_number_id,
-        "callerNumber": call.caller_number,
-        "calleeNumber": call.callee_number,
-        "talkTimeSeconds": call.talk_time_seconds,
-        "hangupInitiator": call.hangup_initiator,
-        "aiCostIdr": call.ai_cost_idr,
-        "recordingUrl": call.recording_url,
-        "costBreakdown": call.cost_breakdown,
-        "agentVersion": call.agent_version,
-    }
-
-
-def _admission(
-    *, agent: AgentVersion | None, balance: int, reserved: int, active: int, limit: int
-) -> tuple[int, str | None]:
-    """Whether a new call is admitted, from its tenant's balance, holds and calls in progress
-    read under the tenant row's lock: the minutes it holds and None, or 0 and the rejection
-    (no_agent, concurrency_limit, no_credits)."""
-    if agent is None:
-        return 0, "no_agent"
-    if active >= limit:
-        return 0, "concurrency_limit"
-    held = billing.hold(balance=balance, reserved=reserved, wanted=agent.max_call_duration_minutes)
-    if held <= 0:
-        return 0, "no_credits"
-    return held, None
-
-
-def _rejected_values(rejection: str, now: datetime) -> dict[str, Any]:
-    """The columns of a call turned away at its start (besides its status, failed)."""
-    return dict(
-        ended_at=now,
-        duration_seconds=0,
-        talk_time_seconds=0,
-        hangup_reason=rejection,
-        hangup_initiator="system",
-        ai_cost_idr=0,
-        billed_minutes=0,
-    )
-
-
-def _record_call(
-    *,
-    line: _Line,
-    caller_number: str,
-    direction: str,
-    provider_call_id: str | None,
-    variables: dict[str, str],
-) -> Call:
-    """Insert the call (ringing, or failed when nobody can take it); inside a transaction.
-
-    An admitted call takes one of the tenant's concurrent-call slots and holds min(its
-    agent's limit, available) minutes of its credit (app.services.billing); its
-    reserved_minutes are its allowance.
-    """
-    now = utcnow()
-    call_id = new_id("call")
-    # Counts the call and takes call.started's seq. The UPDATE locks the tenant row until
-    # commit, so the balance, holds and calls in progress it returns stay current until then,
-    # and the slot and hold taken below are the only ones taken from them.
-    counted = (
-        Tenant.update({Tenant.calls_count: Tenant.calls_count + 1, **events.take_seq()})
-        .where(Tenant.id == line.tenant_id)
-        .returning(
-            Tenant.balance_minutes,
-            Tenant.reserved_minutes,
-            Tenant.active_calls,
-            Tenant.plan,
-            Tenant.concurrent_call_limit,
-            Tenant.event_seq,
-        )
-        .tuples()
-        .execute()
-    )
-    ((balance, reserved, active, plan, custom_limit, seq),) = counted
-    events.emit(
-        tenant_id=line.tenant_id,
-        type="call.started",
-        data={
-            "callId": call_id,
-            "phoneNumberId": line.id,
-            "callerNumber": caller_number,
-            "did": line.display_number,
-        },
-        occurred_at=now,
-        seq=seq,
-    )
-    agent = line.answering
-    held, rejection = _admission(
-        agent=agent,
-        balance=balance,
-        reserved=reserved,
-        active=active,
-        limit=tenant_service.concurrent_call_limit(plan=plan, custom=custom_limit),
-    )
-    if rejection is None:
-        billing.admit(tenant_id=line.tenant_id, minutes=held)
-    # For an outbound call the business number is the caller and callerNumber the callee.
-    caller, callee = (
-        (caller_number, line.display_number)
-        if direction == "inbound"
-        else (line.display_number, caller_number)
-    )
-    call = Call.create(
-        id=call_id,
-        tenant=line.tenant_id,
-        phone_number=line.id,
-        agent=agent.agent_id if agent else line.agent_id,
-        agent_version=agent.version if agent else None,
-        provider_call_id=provider_call_id,
-        caller_number=caller,
-        callee_number=callee,
-        direction=direction,
-        status="failed" if rejection else "ringing",
-        started_at=now,
-        updated_at=now,
-        variables=variables,
-        reserved_minutes=held,
-        reservation_expires_at=_hold_expiry(now, held),
-        **(_rejected_values(rejection, now) if rejection else {}),
-    )
-    if rejection:
-        events.emit(
-            tenant_id=line.tenant_id, type="call.ended", data=_ended_data(call), occurred_at=now
-        )
-    return call
-
-
-def _hold_expiry(now: datetime, held: int) -> datetime | None:
-    """When a hold of held minutes taken now lapses if its call never ends."""
-    return now + timedelta(minutes=held) + billing.HOLD_GRACE if held > 0 else None
-
-
-def fill_placeholders(text: str, variables: dict[str, str], missing: list[str]) -> str:
-    """text with each {{name}} replaced by its variable's value; a placeholder without a
-    value stays as written and its name is added to missing (once). A value is put in as it
-    is: a placeholder inside a value is not filled again."""
-
-    def value(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name in variables:
-            return variables[name]
-        if name not in missing:
-            missing.append(name)
-        return match.group(0)
-
-    return PLACEHOLDER.sub(value, text)
-
-
-def _session(agent: AgentVersion, call: Call) -> dict[str, Any]:
-    """The session of call, answered by that version of its agent: the prompt and greeting
-    with the call's variables filled in, the functions the AI may call, and its allowance."""
-    missing: list[str] = []
-    return {
-        "agent_id": agent.agent_id,
-        "agent_version": agent.version,
-        "system_prompt": fill_placeholders(agent.system_prompt, call.variables, missing),
-        "voice_id": agent.voice_id,
-        "greeting_text": fill_placeholders(agent.greeting_text, call.variables, missing),
-        "language": agent.language,
-        "escalation_number": agent.escalation_number,
-        "tools_enabled": agent.tools_enabled,
-        "functions": [
-            {
-                "name": entry["name"],
-                "description": entry["description"],
-                "parameters": entry["parameters"],
-                "timeout_ms": entry["timeout_ms"],
-            }
-            for entry in agent.functions
-        ],
-        "max_call_duration_seconds": call.reserved_minutes * 60,
-        "missing_variables": missing,
-    }
-
-
-def session_for(call: Call) -> dict[str, Any]:
-    """What the runtime needs to run the call: the version of the agent it was answered with
-    and its time limit. A call from before versions gets the agent as it is, at no version."""
-    answering = AgentVersion.get_or_none(
-        (AgentVersion.agent == call.agent_id) & (AgentVersion.version == call.agent_version)
-    )
-    if answering is None:
-        agent = Agent.get_or_none(Agent.id == call.agent_id)
-        if agent is None:
-            raise Conflict("The call has no agent.", code="no_agent", details={"callId": call.id})
-        answering = AgentVersion(
-            agent=agent.id,
-            version=None,
-            **{name: getattr(agent, name) for name in snapshots.CALL_FIELDS},
-            functions=[snapshots.function_entry(row) for row in snapshots.live_functions(agent.id)],
-        )
-    return _session(answering, call)
-
-
 def start_call(
     *,
     did: str,
@@ -393,7 +75,7 @@ def start_call(
     provider_call_id: str | None = None,
     variables: dict[str, str] | None = None,
     agent_version: int | None = None,
-) -> StartedCall:
+) -> admission.StartedCall:
     """Record an incoming call and return it with its session, or Conflict no_agent,
     concurrency_limit or no_credits.
 
@@ -404,7 +86,7 @@ def start_call(
     A repeated provider_call_id (per tenant) returns the call recorded first (with the
     variables it was recorded with).
     """
-    line = _line(did, agent_version)
+    line = admission.find_line(did, agent_version)
     if line is None:
         raise Conflict(f"No tenant has the number {did}.", code="no_agent", details={})
     if agent_version is not None and line.active_agent_id and line.answering is None:
@@ -414,7 +96,7 @@ def start_call(
     if call is None:
         try:
             with transaction():
-                call = _record_call(
+                call = admission.record_call(
                     line=line,
                     caller_number=caller_number,
                     direction=direction,
@@ -429,15 +111,15 @@ def start_call(
                 raise
         else:
             metrics.CALLS.labels(call.status).inc()
-            if _rejected(call):
-                raise _rejection(call)
+            if admission.is_rejected(call):
+                raise admission.rejection_error(call)
             # The agent's version and the hold the call was recorded with.
             assert line.answering is not None  # else it was rejected
-            session = _session(line.answering, call)
-            return StartedCall(call=call, session=session, created=True)
-    if _rejected(call):
-        raise _rejection(call)
-    return StartedCall(call=call, session=session_for(call), created=False)
+            session = admission.build_session(line.answering, call)
+            return admission.StartedCall(call=call, session=session, created=True)
+    if admission.is_rejected(call):
+        raise admission.rejection_error(call)
+    return admission.StartedCall(call=call, session=admission.session_for(call), created=False)
 
 
 def answer_call(*, call_id: str, answered_at: datetime | None = None) -> Call:
@@ -571,7 +253,7 @@ def end_call(
         events.emit(
             tenant_id=call.tenant_id,
             type="call.ended",
-            data=_ended_data(call),
+            data=admission.ended_data(call),
             occurred_at=call.ended_at,
         )
         billing.charge_call(
@@ -621,7 +303,7 @@ def release_lapsed_holds(limit: int = 500) -> int:
             events.emit(
                 tenant_id=call.tenant_id,
                 type="call.ended",
-                data=_ended_data(call),
+                data=admission.ended_data(call),
                 occurred_at=call.ended_at,
             )
             campaign_progress.contact_done(call)
@@ -953,7 +635,7 @@ def _lock_tenants(tenant_ids: set[str]) -> dict[str, list[Any]]:
     return {row[0]: list(row[1:]) for row in rows}
 
 
-def dispatch(*, max_calls: int) -> list[StartedCall]:
+def dispatch(*, max_calls: int) -> list[admission.StartedCall]:
     """Claim up to max_calls queued calls, oldest first, for a runtime: each is admitted as an
     inbound start is (credit hold, a concurrent-call slot, ringing, call.started) and
     returned with its session. A call whose tenant is at its concurrency limit stays queued;
@@ -965,7 +647,7 @@ def dispatch(*, max_calls: int) -> list[StartedCall]:
     UPDATE of a queued call (on SQLite the IMMEDIATE transaction runs claims one at a time).
     """
     now = utcnow()
-    claimed: list[StartedCall] = []
+    claimed: list[admission.StartedCall] = []
     with transaction():
         candidates = (
             Call.select(Call.id, Call.tenant)
@@ -991,7 +673,7 @@ def dispatch(*, max_calls: int) -> list[StartedCall]:
             if active >= limit:
                 continue  # stays queued until one of the tenant's calls ends
             agent = _answering_version(call_id)
-            held, rejection = _admission(
+            held, rejection = admission.decide(
                 agent=agent, balance=balance, reserved=reserved, active=active, limit=limit
             )
             values: dict[str, Any] = dict(
@@ -999,8 +681,8 @@ def dispatch(*, max_calls: int) -> list[StartedCall]:
                 started_at=now,
                 agent_version=agent.version if agent else None,
                 reserved_minutes=held,
-                reservation_expires_at=_hold_expiry(now, held),
-                **(_rejected_values(rejection, now) if rejection else {}),
+                reservation_expires_at=admission.hold_expiry(now, held),
+                **(admission.rejected_values(rejection, now) if rejection else {}),
             )
             call = _update_if(call_id, Call.status == "queued", **values)
             if call is None:
@@ -1021,10 +703,17 @@ def dispatch(*, max_calls: int) -> list[StartedCall]:
             )
             if rejection:
                 events.emit(
-                    tenant_id=tenant_id, type="call.ended", data=_ended_data(call), occurred_at=now
+                    tenant_id=tenant_id,
+                    type="call.ended",
+                    data=admission.ended_data(call),
+                    occurred_at=now,
                 )
                 campaign_progress.contact_done(call)
                 continue
             assert agent is not None  # else it was rejected
-            claimed.append(StartedCall(call=call, session=_session(agent, call), created=True))
+            claimed.append(
+                admission.StartedCall(
+                    call=call, session=admission.build_session(agent, call), created=True
+                )
+            )
     return claimed
