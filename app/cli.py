@@ -37,6 +37,7 @@ from app.services import users as user_service
 from app.services.audit import Actor
 from app.services.calls import constants as call_constants
 from app.services.calls import lifecycle as call_lifecycle
+from app.services.calls import outbound as outbound_calls
 from app.util import isoformat, utcnow
 
 tenants_cli = AppGroup("tenants", help="Create and manage tenants.")
@@ -591,7 +592,7 @@ def calls_dispatch_demo(
     talking: dict[str, float] = {}  # call id: when it hangs up (time.monotonic())
     while True:
         room = max_calls - len(talking)
-        for started in call_lifecycle.dispatch(max_calls=room) if room else []:
+        for started in outbound_calls.dispatch(max_calls=room) if room else []:
             call = started.call
             if outcomes.random() >= answer_rate:
                 reason = outcomes.choice(DEMO_UNANSWERED)
@@ -628,7 +629,7 @@ def calls_dispatch_demo(
             )
             del talking[call_id]
             click.echo(f"{call_id}: ended after {seconds} s")
-        if once and not talking and not call_lifecycle.has_queued():
+        if once and not talking and not outbound_calls.has_queued():
             return
         time.sleep(interval)
 

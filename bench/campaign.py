@@ -6,7 +6,7 @@ tenant with a limit of 20 calls at once runs a campaign of N contacts with maxCo
 20, round after round as a runtime at full load would: the 20 calls in progress end, the sweep
 places the next 20 contacts (campaigns.place_due), the runtime claims them (POST
 /internal/v1/dispatch, max 20) and answers each. The baseline does the same with N plain
-outbound calls queued by the service directly, 20 at a time (calls.queue_calls: the bare
+outbound calls queued by the service directly, 20 at a time (outbound_calls.queue_calls: the bare
 inserts, no contact claimed, no counts): what a campaign adds is the difference.
 
 Rows: placing a call (the sweep per contact, against queue_calls per call), claiming one
@@ -50,6 +50,7 @@ def run(database_url: str, contacts: int) -> dict[str, list[float]]:
     from app.services import tenants as tenant_service
     from app.services.audit import Actor
     from app.services.calls import lifecycle as call_lifecycle
+    from app.services.calls import outbound as outbound_calls
     from app.util import utcnow
 
     app = create_app(
@@ -163,7 +164,7 @@ def run(database_url: str, contacts: int) -> dict[str, list[float]]:
         }
         assert (campaign.status, campaign.completed_count) == ("completed", contacts), counts
         # The baseline: as many plain outbound calls, queued 20 at a time.
-        outbound = call_lifecycle.Outbound(
+        outbound = outbound_calls.Outbound(
             phone_number_id=number.id,
             caller_number=number.display_number,
             agent_id=agent.id,
@@ -174,7 +175,7 @@ def run(database_url: str, contacts: int) -> dict[str, list[float]]:
         def queue(count: int) -> None:
             started = time.perf_counter()
             with db.database.atomic():
-                call_lifecycle.queue_calls(
+                outbound_calls.queue_calls(
                     tenant_id=tenant.id, outbounds=[outbound] * count, now=utcnow()
                 )
             timings.setdefault("place plain", []).extend(
@@ -194,7 +195,7 @@ def run(database_url: str, contacts: int) -> dict[str, list[float]]:
             live = claim("plain")
             if not live:
                 break
-            if call_lifecycle.has_queued():
+            if outbound_calls.has_queued():
                 started = time.perf_counter()
                 assert claim("at limit") == []
                 timed("claim at limit", time.perf_counter() - started)

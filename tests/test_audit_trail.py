@@ -25,7 +25,7 @@ from app.services import keys as key_service
 from app.services import phone_numbers as number_service
 from app.services import users as user_service
 from app.services import webhooks as webhook_service
-from app.services.calls import lifecycle as call_lifecycle
+from app.services.calls import outbound as outbound_calls
 from tests.dashboard.conftest import PASSWORD, PerRequestContextClient, csrf_token, sign_in
 from tests.helpers import ACTOR
 
@@ -67,7 +67,7 @@ def world(tenant) -> World:
     delivery = webhook_service.send_test(actor=ACTOR, tenant=tenant, webhook_id=webhook.id)
     key, _ = key_service.create_key(actor=ACTOR, tenant=tenant, name="spare")
     billing.grant(actor=ACTOR, tenant=tenant, minutes=100)
-    call = call_lifecycle.place_call(
+    call = outbound_calls.place_call(
         actor=ACTOR, tenant=tenant, phone_number_id=number.id, to=CALLEE
     )
     campaign = campaign_service.create_campaign(

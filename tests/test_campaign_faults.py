@@ -14,6 +14,7 @@ from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
 from app.services.calls import constants as call_constants
 from app.services.calls import lifecycle as call_lifecycle
+from app.services.calls import outbound as outbound_calls
 from tests.campaigns import created, numbers
 from tests.helpers import ACTOR
 from tests.workers import rq_config, wait_for_worker
@@ -31,7 +32,7 @@ def app_config(app_config, redis_url, redis_client):
 
 def play_runtime(dialled: Counter) -> int:
     """Claim what is queued and run each call to its answered end; how many."""
-    claimed = call_lifecycle.dispatch(max_calls=call_constants.MAX_DISPATCH)
+    claimed = outbound_calls.dispatch(max_calls=call_constants.MAX_DISPATCH)
     for started in claimed:
         call = started.call
         dialled[call.callee_number] += 1

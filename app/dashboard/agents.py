@@ -40,7 +40,7 @@ from app.services import function_calls
 from app.services import functions as function_service
 from app.services import phone_numbers as number_service
 from app.services import versions as version_service
-from app.services.calls import lifecycle as call_lifecycle
+from app.services.calls import outbound as outbound_calls
 
 # The agent form: every writable field of the API.
 FORM_FIELDS = tuple(AgentCreateSchema().load_fields)
@@ -159,7 +159,7 @@ def call_a_number(agent_id: str):
     if errors:
         return _agent_page(agent, call_values=request.form, call_errors=errors), 422
     try:
-        call = call_lifecycle.place_call(
+        call = outbound_calls.place_call(
             tenant=g.tenant, actor=current_actor(), agent_id=agent.id, **fields
         )
     except Conflict as exc:  # no credit, or the agent is inactive

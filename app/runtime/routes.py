@@ -18,6 +18,7 @@ from app.runtime.schemas import (
 )
 from app.services import function_calls
 from app.services.calls import lifecycle as call_lifecycle
+from app.services.calls import outbound as outbound_calls
 
 blp = RuntimeBlueprint(
     "runtime",
@@ -77,7 +78,7 @@ class RuntimeDispatch(MethodView):
         call with the endpoints of any call: answered, or ended with status failed and
         hangupReason no_answer, busy or voicemail when nobody answered.
         """
-        return {"calls": call_lifecycle.dispatch(max_calls=fields["max"])}
+        return {"calls": outbound_calls.dispatch(max_calls=fields["max"])}
 
 
 @blp.route("/calls/<call_id>/answered")

@@ -24,7 +24,7 @@ from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Call, Campaign, CampaignContact, PhoneNumber, Tenant
 from app.services import audit, campaign_progress, limits
 from app.services import tenants as tenant_service
-from app.services.calls import lifecycle as call_lifecycle
+from app.services.calls import outbound as outbound_calls
 from app.services.pages import Page, paginate
 from app.util import new_id, utcnow
 
@@ -120,7 +120,7 @@ def create_campaign(
     limit_reached). schedule and retry are validated by the API's schema.
     """
     limits.check_contacts(len(contacts))
-    number, agent = call_lifecycle.outbound_line(
+    number, agent = outbound_calls.outbound_line(
         tenant=tenant, phone_number_id=phone_number_id, agent_id=agent_id
     )
     ceiling = tenant_service.concurrent_call_limit_of(tenant)
@@ -138,7 +138,7 @@ def create_campaign(
     now = utcnow()
     campaign_id = new_id("cmp")
     with unit_of_work():
-        call_lifecycle.check_available_credit(tenant.id)
+        outbound_calls.check_available_credit(tenant.id)
         Campaign.create(
             id=campaign_id,
             tenant=tenant,
@@ -218,7 +218,7 @@ def _transition(*, tenant: Tenant, actor: audit.Actor, campaign_id: str, action:
             Campaign.id == campaign.id
         ).execute()
         if target == "canceled":
-            call_lifecycle.cancel_campaign_calls(campaign_id=campaign.id)
+            outbound_calls.cancel_campaign_calls(campaign_id=campaign.id)
         audit.write(actor, tenant_id=tenant.id, action=f"campaign.{action}", target_id=campaign.id)
     return Campaign.get_by_id(campaign.id)
 
@@ -276,10 +276,10 @@ def _place(campaign_id: str, tenant_id: str, now: datetime) -> int:
             next_attempt_at=None,
             updated_at=now,
         ).where(CampaignContact.id.in_([contact_id for contact_id, _, _ in due])).execute()
-        call_lifecycle.queue_calls(
+        outbound_calls.queue_calls(
             tenant_id=tenant_id,
             outbounds=[
-                call_lifecycle.Outbound(
+                outbound_calls.Outbound(
                     phone_number_id=number.id,
                     caller_number=number.display_number,
                     agent_id=campaign.agent_id,

@@ -8,7 +8,7 @@ from app.models import Call, Event, Tenant
 from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
 from app.services.audit import Actor
-from app.services.calls import lifecycle as call_lifecycle
+from app.services.calls import outbound as outbound_calls
 from tests.call_flow import answer, end
 from tests.helpers import ACTOR, assert_error
 from tests.runtime.test_concurrency import race
@@ -20,7 +20,7 @@ def queue(tenant, count=1, **fields):
     """Queue count outbound calls from the tenant's number; their ids, oldest first."""
     (number,) = number_service.list_numbers(tenant=tenant)
     return [
-        call_lifecycle.place_call(
+        outbound_calls.place_call(
             tenant=tenant,
             actor=Actor.cli(),
             phone_number_id=number.id,

@@ -14,7 +14,7 @@ from app.resources.calls.schemas import (
 )
 from app.resources.common import TenantBlueprint
 from app.services.calls import history as call_history
-from app.services.calls import lifecycle as call_lifecycle
+from app.services.calls import outbound as outbound_calls
 
 blp = TenantBlueprint("calls", __name__, url_prefix="/api/v1/calls", description="Call history.")
 
@@ -57,7 +57,7 @@ class Calls(MethodView):
         concurrency slot, call.started) and reported by the runtime as any call. The agent's
         {{name}} placeholders are filled from `variables` in the call's session.
         """
-        return call_lifecycle.place_call(tenant=current_tenant(), actor=current_actor(), **fields)
+        return outbound_calls.place_call(tenant=current_tenant(), actor=current_actor(), **fields)
 
 
 @blp.route("/<call_id>")
@@ -86,7 +86,7 @@ class CallCancel(MethodView):
         A queued outbound call is withdrawn (canceled) before a runtime claims it; it is
         never dialled. A campaign's call canceled this way fails its contact.
         """
-        return call_lifecycle.cancel_call(
+        return outbound_calls.cancel_call(
             tenant=current_tenant(), actor=current_actor(), call_id=call_id
         )
 
