@@ -62,15 +62,15 @@ test: install-dev lint
 		echo "Install it: apt-get install chromium (Debian)"; \
 		exit 1; }
 	@command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || { \
-		echo "make test needs nginx for the deployment test (tests/test_nginx.py)."; \
+		echo "make test needs nginx for the deployment test (tests/system/test_nginx.py)."; \
 		echo "Install it: apt-get install nginx (Debian)"; \
 		exit 1; }
 	@command -v npm >/dev/null || { \
-		echo "make test needs npm for the TypeScript client test (tests/test_typescript_client.py)."; \
+		echo "make test needs npm for the TypeScript client test (tests/system/test_typescript_client.py)."; \
 		echo "Install it: apt-get install npm (Debian)"; \
 		exit 1; }
 	@for tool in curl jq; do command -v $$tool >/dev/null || { \
-		echo "make test needs $$tool for the README tour test (tests/test_readme_tour.py)."; \
+		echo "make test needs $$tool for the README tour test (tests/system/test_readme_tour.py)."; \
 		echo "Install it: apt-get install $$tool (Debian)"; \
 		exit 1; }; done
 	@echo "SQLite pass"
@@ -104,4 +104,4 @@ bench: install-dev
 	done
 
 clean:
-	rm -rf $(VENV) site .pytest_cache .ruff_cache .mypy_cache .hypothesis tests/typescript/node_modules
+	rm -rf $(VENV) site .pytest_cache .ruff_cache .mypy_cache .hypothesis tests/system/typescript/node_modules

@@ -125,7 +125,7 @@ def test_enqueue_with_redis_unreachable_says_so_and_raises_nothing(app, caplog):
 
 
 def test_call_returns_what_the_job_returned(app, redis_url, redis_client, workers):
-    from tests.workers import rq_config, wait_for_worker
+    from tests.system.workers import rq_config, wait_for_worker
 
     app.config.update(rq_config({}, redis_url))
     workers.start(queues=("functions",))

@@ -19,7 +19,7 @@ from app.ratelimit import RateLimiter, RedisCounters
 from app.services import keys as key_service
 from app.services import tenants as tenant_service
 from tests.helpers import ACTOR, assert_error
-from tests.workers import ThrowawayRedis
+from tests.system.workers import ThrowawayRedis
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,7 @@ from redis import Redis
 from app import create_app, db
 from tests.conftest import RUNTIME_TOKEN, fresh_database_url
 from tests.receiver import Answer, Receiver
-from tests.workers import Workers, rq_config, wait_for_worker
+from tests.system.workers import Workers, rq_config, wait_for_worker
 
 
 def endpoint_answer(request):

@@ -15,7 +15,7 @@ import requests
 from tests.bridge.phone import ACCOUNT_SID, AUTH_TOKEN
 from tests.conftest import RUNTIME_TOKEN
 from tests.helpers import ACTOR
-from tests.workers import ROOT, WEBHOOK_SECRET, Workers, free_port
+from tests.system.workers import ROOT, WEBHOOK_SECRET, Workers, free_port
 
 PARAMETERS = {
     "type": "object",

@@ -15,7 +15,7 @@ from tests.bridge import stack
 from tests.bridge.phone import ACCOUNT_SID, AUTH_TOKEN, Phone
 from tests.bridge.stack import api, call_detail, set_up_line
 from tests.conftest import RUNTIME_TOKEN
-from tests.workers import wait_until
+from tests.system.workers import wait_until
 from voiceagent_bridge.client import RuntimeClient
 from voiceagent_bridge.twilio_bot import Bot, BotSettings, stream_token
 
