@@ -29,6 +29,7 @@ from tests.system.workers import (
     rq_config,
     wait_until,
 )
+from tests.test_queue import ANSWER_JOB, SLOW_JOB
 
 
 @pytest.fixture
@@ -300,3 +301,15 @@ def test_a_rotated_secret_signs_beside_the_new_one_until_its_overlap_ends(tenant
     assert " " not in after.headers["webhook-signature"]
     assert after.headers["X-Service-Signature"] == outbound.sign(new, after.body)
     assert "X-Service-Signature-Previous" not in after.headers
+
+
+def test_call_returns_what_the_job_returned(app, redis_url, redis_client, workers):
+    from tests.system.workers import rq_config, wait_for_worker
+
+    app.config.update(rq_config({}, redis_url))
+    workers.start(queues=("functions",))
+    wait_for_worker(workers, redis_client, ("functions",))
+    assert queue.call("functions", ANSWER_JOB, "42", timeout=5) == {"answer": "42"}
+    started = time.monotonic()
+    assert queue.call("functions", SLOW_JOB, 3, timeout=1.5) is None  # not in time
+    assert 1.4 < time.monotonic() - started < 2.0
