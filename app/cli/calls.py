@@ -1,0 +1,223 @@
+"""flask calls: drive a call by hand (simulate), or play the runtime for queued calls."""
+
+import json
+import random
+import time
+from typing import Any
+
+import click
+from flask.cli import AppGroup
+from marshmallow import ValidationError
+
+from app.cli.common import user_errors
+from app.models import Event
+from app.resources.fields import MAX_INT32
+from app.runtime.schemas import MAX_CALL_SECONDS, Variables
+from app.services import billing, function_calls
+from app.services import calls as call_service
+from app.util import utcnow
+
+calls_cli = AppGroup("calls", help="Drive calls by hand, as the voice runtime would.")
+
+# The short conversation `calls simulate --turns` reports.
+EXAMPLE_TURNS = (
+    ("agent", "Halo, terima kasih sudah menelepon. Ada yang bisa saya bantu?"),
+    ("caller", "Halo, saya mau buat janji dengan dokter gigi untuk besok."),
+    ("agent", "Baik. Besok ada jadwal jam 10.00 dan jam 14.30. Mau yang mana?"),
+    ("caller", "Jam 10 saja."),
+    ("agent", "Sudah saya catat: besok jam 10.00 dengan dokter gigi. Ada lagi?"),
+    ("caller", "Tidak, terima kasih."),
+)
+
+
+def example_turns(seconds: int) -> list[dict[str, Any]]:
+    """EXAMPLE_TURNS spread evenly over seconds of conversation."""
+    span = seconds * 1000 // len(EXAMPLE_TURNS)
+    return [
+        {"role": role, "text": text, "start_ms": index * span, "end_ms": (index + 1) * span}
+        for index, (role, text) in enumerate(EXAMPLE_TURNS)
+    ]
+
+
+def json_object(value: str, option: str) -> dict[str, Any]:
+    try:
+        loaded = json.loads(value)
+    except ValueError:
+        raise click.BadParameter("must be a JSON object", param_hint=option) from None
+    if not isinstance(loaded, dict):
+        raise click.BadParameter("must be a JSON object", param_hint=option)
+    return loaded
+
+
+@calls_cli.command("simulate")
+@click.option("--did", required=True, help="The business number called, e.g. +6221555010.")
+@click.option("--caller", default="+6281234567890", show_default=True, help="Caller's number.")
+@click.option("--seconds", type=click.IntRange(0, MAX_CALL_SECONDS), default=60, show_default=True)
+@click.option("--transcript", default=None, help="A transcript summary to report.")
+@click.option(
+    "--turns", is_flag=True, help="Report a short example conversation as transcript turns."
+)
+@click.option(
+    "--variables",
+    default="{}",
+    show_default=True,
+    help='Values for the agent\'s {{name}} placeholders, as a JSON object: {"name": "Budi"}.',
+)
+@click.option("--function", "function_name", default=None, help="A function for the AI to call.")
+@click.option("--params", default="{}", show_default=True, help="Its parameters, as JSON.")
+@click.option(
+    "--version",
+    "agent_version",
+    type=click.IntRange(1, MAX_INT32),
+    default=None,
+    help="Answer with this version of the number's agent (default: the number's pinned "
+    "version, else the agent's latest).",
+)
+@user_errors
+def calls_simulate(
+    did: str,
+    caller: str,
+    seconds: int,
+    transcript: str | None,
+    turns: bool,
+    variables: str,
+    function_name: str | None,
+    params: str,
+    agent_version: int | None,
+) -> None:
+    """Run a whole call (start, answer, function call, transcript, end) as the runtime would."""
+    parameters = json_object(params, "--params")
+    try:
+        values = Variables().deserialize(json_object(variables, "--variables"))
+    except ValidationError as exc:
+        raise click.BadParameter(json.dumps(exc.messages), param_hint="--variables") from None
+    since = utcnow()
+    started = call_service.start_call(
+        did=did, caller_number=caller, variables=values, agent_version=agent_version
+    )
+    call = started.call
+    click.echo(
+        f"Call {call.id} from {caller} to {did}: agent {call.agent_id}, version "
+        f"{call.agent_version}"
+    )
+    missing = started.session["missing_variables"]
+    if missing:
+        click.echo(f"Placeholders without a value (left as written): {', '.join(missing)}")
+    call_service.answer_call(call_id=call.id)
+    if function_name:
+        outcome = function_calls.invoke(
+            call_id=call.id, function_name=function_name, parameters=parameters
+        )
+        click.echo(f"Function {function_name}: {json.dumps(outcome.as_dict())}")
+    if turns:
+        call_service.add_transcript(call_id=call.id, turns=example_turns(seconds))
+        click.echo(f"Transcript: {len(EXAMPLE_TURNS)} turns")
+    if transcript:
+        call_service.add_transcript(call_id=call.id, transcript_summary=transcript)
+    call = call_service.end_call(
+        call_id=call.id,
+        status="ended",
+        duration_seconds=seconds,
+        talk_time_seconds=seconds,
+        hangup_reason="normal",
+        hangup_initiator="caller",
+        ai_cost_idr=0,
+    )
+    balance = billing.get_balance(tenant=call.tenant).balance_minutes
+    click.echo(f"Ended after {seconds} s: charged {call.billed_minutes} min; balance {balance} min")
+    emitted = (
+        Event.select()
+        .where((Event.tenant == call.tenant_id) & (Event.created_at >= since))
+        .order_by(Event.created_at)
+    )
+    for event in emitted:
+        if event.data.get("callId", call.id) == call.id:
+            click.echo(f"  {event.type} {event.id}")
+
+
+# The outcomes of an unanswered call the demo runtime reports (its hangupReason).
+DEMO_UNANSWERED = ("no_answer", "busy")
+DEMO_RING_SECONDS = 3
+
+
+@calls_cli.command("dispatch-demo")
+@click.option(
+    "--max-calls",
+    type=click.IntRange(1, call_service.MAX_DISPATCH),
+    default=5,
+    show_default=True,
+    help="Calls in progress at once.",
+)
+@click.option(
+    "--seconds",
+    type=click.IntRange(0, 3600),
+    default=8,
+    show_default=True,
+    help="How long an answered call talks, in real seconds.",
+)
+@click.option(
+    "--answer-rate",
+    type=click.FloatRange(0, 1),
+    default=0.8,
+    show_default=True,
+    help="The share of calls answered; the others end busy or unanswered.",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(0.05, 60),
+    default=1.0,
+    show_default=True,
+    help="Seconds between two claims.",
+)
+@click.option("--once", is_flag=True, help="Stop when no call is queued or in progress.")
+@click.option("--seed", type=int, default=None, help="Make the outcomes repeatable.")
+@user_errors
+def calls_dispatch_demo(
+    max_calls: int, seconds: int, answer_rate: float, interval: float, once: bool, seed: int | None
+) -> None:
+    """Play the voice runtime's part for queued outbound calls (a campaign's, say): claim them
+    as a runtime does (dispatch), answer or not, talk, end. Stop with Ctrl+C."""
+    outcomes = random.Random(seed)
+    talking: dict[str, float] = {}  # call id: when it hangs up (time.monotonic())
+    while True:
+        room = max_calls - len(talking)
+        for started in call_service.dispatch(max_calls=room) if room else []:
+            call = started.call
+            if outcomes.random() >= answer_rate:
+                reason = outcomes.choice(DEMO_UNANSWERED)
+                call_service.end_call(
+                    call_id=call.id,
+                    status="failed",
+                    duration_seconds=DEMO_RING_SECONDS,
+                    talk_time_seconds=0,
+                    hangup_reason=reason,
+                    hangup_initiator="callee",
+                    ai_cost_idr=0,
+                )
+                click.echo(f"{call.id} to {call.callee_number}: {reason}")
+                continue
+            call_service.answer_call(call_id=call.id)
+            talking[call.id] = time.monotonic() + seconds
+            click.echo(f"{call.id} to {call.callee_number}: answered")
+        for call_id, hangs_up in list(talking.items()):
+            if hangs_up > time.monotonic():
+                continue
+            call_service.add_transcript(
+                call_id=call_id,
+                turns=example_turns(max(seconds, 1)),
+                transcript_summary="A demo call: the callee confirmed the appointment.",
+            )
+            call_service.end_call(
+                call_id=call_id,
+                status="ended",
+                duration_seconds=seconds + DEMO_RING_SECONDS,
+                talk_time_seconds=seconds,
+                hangup_reason="normal",
+                hangup_initiator="caller",
+                ai_cost_idr=0,
+            )
+            del talking[call_id]
+            click.echo(f"{call_id}: ended after {seconds} s")
+        if once and not talking and not call_service.has_queued():
+            return
+        time.sleep(interval)
