@@ -10,11 +10,11 @@ from flask.cli import AppGroup
 from marshmallow import ValidationError
 
 from app.cli.common import user_errors
-from app.models import Event
 from app.resources.fields import MAX_INT32
 from app.runtime.schemas import MAX_CALL_SECONDS, Variables
 from app.services import billing, function_calls
 from app.services import calls as call_service
+from app.services import events as event_service
 from app.util import utcnow
 
 calls_cli = AppGroup("calls", help="Drive calls by hand, as the voice runtime would.")
@@ -125,14 +125,11 @@ def calls_simulate(
     )
     balance = billing.get_balance(tenant=call.tenant).balance_minutes
     click.echo(f"Ended after {seconds} s: charged {call.billed_minutes} min; balance {balance} min")
-    emitted = (
-        Event.select()
-        .where((Event.tenant == call.tenant_id) & (Event.created_at >= since))
-        .order_by(Event.created_at)
+    emitted = event_service.call_events_since(
+        tenant_id=call.tenant_id, call_id=call.id, since=since
     )
     for event in emitted:
-        if event.data.get("callId", call.id) == call.id:
-            click.echo(f"  {event.type} {event.id}")
+        click.echo(f"  {event.type} {event.id}")
 
 
 # The outcomes of an unanswered call the demo runtime reports (its hangupReason).

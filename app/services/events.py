@@ -139,6 +139,17 @@ def for_call(*, tenant: Tenant, call_id: str) -> list[Event]:
     return found
 
 
+def call_events_since(*, tenant_id: str, call_id: str, since: datetime) -> list[Event]:
+    """The events of the tenant's log from since on that are the call's or name no call
+    (credits.low), oldest first: what a call just driven from start to end emitted."""
+    emitted = (
+        Event.select()
+        .where((Event.tenant == tenant_id) & (Event.created_at >= since))
+        .order_by(Event.created_at)
+    )
+    return [event for event in emitted if event.data.get("callId", call_id) == call_id]
+
+
 @dataclass(frozen=True)
 class LogPage:
     """A page of the event log: events as delivered (event_payload), oldest first."""
