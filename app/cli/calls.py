@@ -1,7 +1,6 @@
 """flask calls: drive a call by hand (simulate), or play the runtime for queued calls."""
 
 import json
-import random
 import time
 from typing import Any
 
@@ -12,31 +11,12 @@ from marshmallow import ValidationError
 from app.cli.common import user_errors
 from app.resources.fields import MAX_INT32
 from app.runtime.schemas import MAX_CALL_SECONDS, Variables
-from app.services import billing, function_calls
+from app.services import billing, demo_runtime, function_calls
 from app.services import calls as call_service
 from app.services import events as event_service
 from app.util import utcnow
 
 calls_cli = AppGroup("calls", help="Drive calls by hand, as the voice runtime would.")
-
-# The short conversation `calls simulate --turns` reports.
-EXAMPLE_TURNS = (
-    ("agent", "Halo, terima kasih sudah menelepon. Ada yang bisa saya bantu?"),
-    ("caller", "Halo, saya mau buat janji dengan dokter gigi untuk besok."),
-    ("agent", "Baik. Besok ada jadwal jam 10.00 dan jam 14.30. Mau yang mana?"),
-    ("caller", "Jam 10 saja."),
-    ("agent", "Sudah saya catat: besok jam 10.00 dengan dokter gigi. Ada lagi?"),
-    ("caller", "Tidak, terima kasih."),
-)
-
-
-def example_turns(seconds: int) -> list[dict[str, Any]]:
-    """EXAMPLE_TURNS spread evenly over seconds of conversation."""
-    span = seconds * 1000 // len(EXAMPLE_TURNS)
-    return [
-        {"role": role, "text": text, "start_ms": index * span, "end_ms": (index + 1) * span}
-        for index, (role, text) in enumerate(EXAMPLE_TURNS)
-    ]
 
 
 def json_object(value: str, option: str) -> dict[str, Any]:
@@ -110,8 +90,8 @@ def calls_simulate(
         )
         click.echo(f"Function {function_name}: {json.dumps(outcome.as_dict())}")
     if turns:
-        call_service.add_transcript(call_id=call.id, turns=example_turns(seconds))
-        click.echo(f"Transcript: {len(EXAMPLE_TURNS)} turns")
+        call_service.add_transcript(call_id=call.id, turns=demo_runtime.example_turns(seconds))
+        click.echo(f"Transcript: {len(demo_runtime.EXAMPLE_TURNS)} turns")
     if transcript:
         call_service.add_transcript(call_id=call.id, transcript_summary=transcript)
     call = call_service.end_call(
@@ -130,11 +110,6 @@ def calls_simulate(
     )
     for event in emitted:
         click.echo(f"  {event.type} {event.id}")
-
-
-# The outcomes of an unanswered call the demo runtime reports (its hangupReason).
-DEMO_UNANSWERED = ("no_answer", "busy")
-DEMO_RING_SECONDS = 3
 
 
 @calls_cli.command("dispatch-demo")
@@ -174,47 +149,15 @@ def calls_dispatch_demo(
 ) -> None:
     """Play the voice runtime's part for queued outbound calls (a campaign's, say): claim them
     as a runtime does (dispatch), answer or not, talk, end. Stop with Ctrl+C."""
-    outcomes = random.Random(seed)
-    talking: dict[str, float] = {}  # call id: when it hangs up (time.monotonic())
+    runtime = demo_runtime.DemoRuntime(
+        max_calls=max_calls, seconds=seconds, answer_rate=answer_rate, seed=seed
+    )
     while True:
-        room = max_calls - len(talking)
-        for started in call_service.dispatch(max_calls=room) if room else []:
-            call = started.call
-            if outcomes.random() >= answer_rate:
-                reason = outcomes.choice(DEMO_UNANSWERED)
-                call_service.end_call(
-                    call_id=call.id,
-                    status="failed",
-                    duration_seconds=DEMO_RING_SECONDS,
-                    talk_time_seconds=0,
-                    hangup_reason=reason,
-                    hangup_initiator="callee",
-                    ai_cost_idr=0,
-                )
-                click.echo(f"{call.id} to {call.callee_number}: {reason}")
-                continue
-            call_service.answer_call(call_id=call.id)
-            talking[call.id] = time.monotonic() + seconds
-            click.echo(f"{call.id} to {call.callee_number}: answered")
-        for call_id, hangs_up in list(talking.items()):
-            if hangs_up > time.monotonic():
-                continue
-            call_service.add_transcript(
-                call_id=call_id,
-                turns=example_turns(max(seconds, 1)),
-                transcript_summary="A demo call: the callee confirmed the appointment.",
-            )
-            call_service.end_call(
-                call_id=call_id,
-                status="ended",
-                duration_seconds=seconds + DEMO_RING_SECONDS,
-                talk_time_seconds=seconds,
-                hangup_reason="normal",
-                hangup_initiator="caller",
-                ai_cost_idr=0,
-            )
-            del talking[call_id]
-            click.echo(f"{call_id}: ended after {seconds} s")
-        if once and not talking and not call_service.has_queued():
+        for outcome in runtime.step():
+            if outcome.result == "ended":
+                click.echo(f"{outcome.call_id}: ended after {seconds} s")
+            else:
+                click.echo(f"{outcome.call_id} to {outcome.callee_number}: {outcome.result}")
+        if once and runtime.idle():
             return
         time.sleep(interval)
