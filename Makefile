@@ -25,8 +25,10 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
-$(BIN)/.installed-dev: $(BIN)/.installed
-	$(BIN)/pip install --quiet -e '.[dev]'
+# The service with its development tools, and the voice runtime (bridge/, a distribution of
+# its own) whose tests run in the same suite.
+$(BIN)/.installed-dev: $(BIN)/.installed bridge/pyproject.toml
+	$(BIN)/pip install --quiet -e '.[dev]' -e ./bridge
 	touch $@
 
 install: $(BIN)/.installed
@@ -44,10 +46,10 @@ run: install
 	$(BIN)/flask run --host 127.0.0.1 --port $(PORT)
 
 lint: install-dev
-	$(BIN)/ruff check app voiceagent_bridge tests bench deploy docs/examples worker.py wsgi.py
-	$(BIN)/ruff format --check app voiceagent_bridge tests bench deploy docs/examples worker.py wsgi.py
-	$(BIN)/mypy app voiceagent_bridge
-	@# Imports run one way, with no circle: the contracts in pyproject.toml.
+	$(BIN)/ruff check app bridge tests bench deploy docs/examples worker.py wsgi.py
+	$(BIN)/ruff format --check app bridge tests bench deploy docs/examples worker.py wsgi.py
+	$(BIN)/mypy app bridge/voiceagent_bridge
+	@# Imports run one way, with no circle, and never into the bridge: pyproject.toml's contracts.
 	$(BIN)/lint-imports --no-cache
 	@# The docs site must build without a warning (broken links and anchors included).
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
