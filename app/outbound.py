@@ -10,9 +10,7 @@ the receiver sends its bytes.
 
 from __future__ import annotations
 
-import hashlib
 import heapq
-import hmac
 import ipaddress
 import itertools
 import os
@@ -501,22 +499,6 @@ def require_safe_url(url: str, *, field: str) -> None:
         check_url(url, allow_private=bool(current_app.config["ALLOW_PRIVATE_URLS"]))
     except UnsafeURL as exc:
         raise ValidationFailed(f"Invalid value for {field}.", details={field: [str(exc)]}) from None
-
-
-def sign(secret: str, payload: bytes) -> str:
-    """X-Service-Signature of webhooks and function calls: sha256=<hex HMAC-SHA256 of payload>."""
-    return "sha256=" + hmac.new(secret.encode(), payload, hashlib.sha256).hexdigest()
-
-
-def signature_headers(secrets: list[str], payload: bytes) -> dict[str, str]:
-    """X-Service-Signature by the first (current) secret, and while a rotated one overlaps
-    (a second secret), X-Service-Signature-Previous by it: a receiver still on the old secret
-    checks that one. The first header keeps SPEC.md's one-signature form for every receiver."""
-    current, *previous = secrets
-    headers = {"X-Service-Signature": sign(current, payload)}
-    if previous:
-        headers["X-Service-Signature-Previous"] = sign(previous[0], payload)
-    return headers
 
 
 def user_agent() -> str:

@@ -21,10 +21,7 @@ lease holds, and again one whose job Redis lost, so an enqueue lost to a Redis o
 worker killed mid-job only delays it.
 """
 
-import base64
 import email.utils
-import hashlib
-import hmac
 import json
 import logging
 import random
@@ -39,7 +36,7 @@ from typing import Any, cast
 import peewee as pw
 from flask import current_app
 
-from app import metrics, outbound, queue
+from app import metrics, outbound, queue, signing
 from app.db import database, is_sqlite, transaction, unit_of_work
 from app.errors import Conflict, NotFound
 from app.models import Delivery, DeliveryAttempt, Event, Tenant, Webhook
@@ -67,13 +64,6 @@ DISPATCH_LOCK_CLASS = 0x64697370
 LOST_AFTER_S = 2  # a job RQ does not hold this long after its dispatch was lost with Redis
 
 log = logging.getLogger(__name__)
-
-
-def sign_standard(secret: str, message_id: str, timestamp: int, body: bytes) -> str:
-    """Standard Webhooks' webhook-signature: v1,<base64 HMAC of "{id}.{timestamp}.{body}">."""
-    signed = f"{message_id}.{timestamp}.".encode() + body
-    digest = hmac.new(secret.encode(), signed, hashlib.sha256).digest()
-    return "v1," + base64.b64encode(digest).decode()
 
 
 def event_payload(event: Event) -> dict[str, Any]:
@@ -104,18 +94,14 @@ def request_headers(
     """An attempt's headers. While a rotated secret overlaps (previous_secret), webhook-signature
     holds a signature by each secret, the new one's first, as Standard Webhooks allows, and
     X-Service-Signature-Previous the old one's; X-Service-Signature is the new one's."""
-    keys = [secret, *([previous_secret] if previous_secret else [])]
+    keys = signing.keys(secret, previous_secret)
     return {
         "Content-Type": "application/json",
-        **outbound.signature_headers(keys, body),
+        **signing.signature_headers(keys, body),
         "X-Service-Event-Id": event_id,
         "X-Service-Delivery-Id": delivery_id,
         "X-Service-Attempt": str(attempt),
-        "webhook-id": event_id,
-        "webhook-timestamp": str(timestamp),
-        "webhook-signature": " ".join(
-            sign_standard(key, event_id, timestamp, body) for key in keys
-        ),
+        **signing.standard_headers(keys, message_id=event_id, timestamp=timestamp, body=body),
     }
 
 

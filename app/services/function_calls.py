@@ -29,7 +29,7 @@ from urllib.parse import urlencode
 import peewee as pw
 from flask import current_app
 
-from app import metrics, outbound, queue
+from app import metrics, outbound, queue, signing
 from app.db import transaction
 from app.errors import Conflict, NotFound
 from app.models import AgentVersion, Call, Function, FunctionInvocation, Tenant
@@ -348,17 +348,16 @@ def signed_request(
         "parameters": invocation.parameters,
     }
     headers = {"Content-Type": "application/json"}
-    previous = function.previous_secret_in_use()  # while a rotated secret overlaps
-    keys = [function.signing_secret, *([previous] if previous else [])]
+    keys = signing.keys(function.signing_secret, function.previous_secret_in_use())
     if method in BODY_METHODS:
         body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
-        headers.update(outbound.signature_headers(keys, body))
+        headers.update(signing.signature_headers(keys, body))
         return endpoint, body, headers
     values = {"callId": invocation.call_id, "functionName": invocation.function_name}
     for name, value in invocation.parameters.items():
         values[name] = value if isinstance(value, str) else json.dumps(value)
     query = urlencode(values)
-    headers.update(outbound.signature_headers(keys, query.encode()))
+    headers.update(signing.signature_headers(keys, query.encode()))
     separator = "&" if "?" in endpoint else "?"
     return f"{endpoint}{separator}{query}", None, headers
 

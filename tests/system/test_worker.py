@@ -14,7 +14,7 @@ from rq import Queue
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
-from app import outbound, queue
+from app import queue, signing
 from app.db import database
 from app.models import Delivery, DeliveryAttempt, Webhook
 from app.services import events
@@ -291,15 +291,15 @@ def test_a_rotated_secret_signs_beside_the_new_one_until_its_overlap_ends(tenant
     assert StandardWebhook(old_key).verify(
         during.body, {**during.headers, "webhook-signature": second}
     )
-    assert during.headers["X-Service-Signature"] == outbound.sign(new, during.body)
-    assert during.headers["X-Service-Signature-Previous"] == outbound.sign(
+    assert during.headers["X-Service-Signature"] == signing.sign(new, during.body)
+    assert during.headers["X-Service-Signature-Previous"] == signing.sign(
         WEBHOOK_SECRET, during.body
     )
     assert StandardWebhook(new_key).verify(after.body, after.headers)
     with pytest.raises(WebhookVerificationError):
         StandardWebhook(old_key).verify(after.body, after.headers)
     assert " " not in after.headers["webhook-signature"]
-    assert after.headers["X-Service-Signature"] == outbound.sign(new, after.body)
+    assert after.headers["X-Service-Signature"] == signing.sign(new, after.body)
     assert "X-Service-Signature-Previous" not in after.headers
 
 
