@@ -36,10 +36,12 @@ from typing import Any, cast
 import peewee as pw
 from flask import current_app
 
-from app import metrics, outbound, queue, signing
+from app import metrics, queue, signing
 from app.db import database, is_sqlite, transaction, unit_of_work
 from app.errors import Conflict, NotFound
 from app.models import Delivery, DeliveryAttempt, Event, Tenant, Webhook
+from app.outbound import client
+from app.outbound.errors import OutboundError, OutboundTimeout
 from app.services import audit
 from app.services.audit import Actor
 from app.services.pages import Page, paginate
@@ -597,19 +599,19 @@ def send(delivery: Delivery) -> Sent:
             timestamp=int(time.time()),
             previous_secret=delivery.webhook.previous_secret_in_use(),
         )
-        response = outbound.sender(bool(config["ALLOW_PRIVATE_URLS"])).send(
+        response = client.sender(bool(config["ALLOW_PRIVATE_URLS"])).send(
             "POST",
             delivery.webhook.url,
             body=body,
             headers=headers,
             timeout=(config["WEBHOOK_CONNECT_TIMEOUT"], config["WEBHOOK_TIMEOUT"]),
         )
-    except outbound.OutboundError as exc:
+    except OutboundError as exc:
         return Sent(
             attempted_at,
             duration_ms=int((time.monotonic() - started) * 1000),
             error=str(exc),
-            timed_out=isinstance(exc, outbound.OutboundTimeout),
+            timed_out=isinstance(exc, OutboundTimeout),
         )
     except Exception as exc:  # a fault of this delivery's alone: logged, and retried
         log.exception("delivery %s failed", delivery.id)

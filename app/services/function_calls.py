@@ -29,10 +29,12 @@ from urllib.parse import urlencode
 import peewee as pw
 from flask import current_app
 
-from app import metrics, outbound, queue, signing
+from app import metrics, queue, signing
 from app.db import transaction
 from app.errors import Conflict, NotFound
 from app.models import AgentVersion, Call, Function, FunctionInvocation, Tenant
+from app.outbound import client
+from app.outbound.errors import OutboundError, OutboundTimeout
 from app.services import agents as agent_service
 from app.services import deliveries, events, snapshots
 from app.services.functions import DEFAULT_TIMEOUT_MS, argument_errors, get_function
@@ -371,7 +373,7 @@ def _call_endpoint(function: Function, invocation: Invocation) -> tuple[Outcome,
     url, body, headers = signed_request(function, invocation)
     method = _target(function, invocation)[1]
     remaining = invocation.endpoint_deadline - time.time()
-    sender = outbound.sender(current_app.config["ALLOW_PRIVATE_URLS"])
+    sender = client.sender(current_app.config["ALLOW_PRIVATE_URLS"])
     try:
         response = sender.send(
             method,
@@ -380,9 +382,9 @@ def _call_endpoint(function: Function, invocation: Invocation) -> tuple[Outcome,
             headers=headers,
             timeout=(min(CONNECT_TIMEOUT_S, remaining), remaining),
         )
-    except outbound.OutboundTimeout:
+    except OutboundTimeout:
         return timed_out(invocation.timeout_ms), None
-    except outbound.OutboundError as exc:
+    except OutboundError as exc:
         return Outcome.failure("function_unreachable", f"The endpoint is unreachable: {exc}"), None
     if not 200 <= response.status_code < 300:
         return Outcome.failure(

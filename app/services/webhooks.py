@@ -5,10 +5,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app import outbound
 from app.db import is_sqlite, unit_of_work
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Delivery, Tenant, Webhook
+from app.outbound.policy import require_safe_url
 from app.services import audit, deliveries, limits, secrets
 from app.services import events as event_service
 from app.services.audit import Actor
@@ -91,7 +91,7 @@ def create_webhook(
 ) -> Webhook:
     """Register a webhook; its URL's host is resolved (the URL rules) before the transaction
     opens."""
-    outbound.require_safe_url(url, field="url")
+    require_safe_url(url, field="url")
     with unit_of_work():
         limits.check(tenant.id, "webhooks")
         webhook = Webhook.create(
@@ -107,7 +107,7 @@ def update_webhook(*, tenant: Tenant, actor: Actor, webhook_id: str, **fields: A
     host is resolved before the transaction opens. The audit entry names the fields whose
     value changed (none: no entry)."""
     if "url" in fields:
-        outbound.require_safe_url(fields["url"], field="url")
+        require_safe_url(fields["url"], field="url")
     with unit_of_work():
         webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
         changed = [name for name, value in fields.items() if getattr(webhook, name) != value]

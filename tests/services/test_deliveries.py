@@ -14,9 +14,10 @@ import pytest
 from playhouse.test_utils import count_queries
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 
-from app import jobs, outbound, queue
+from app import jobs, queue
 from app.db import database
 from app.models import Delivery, DeliveryAttempt, Event, Webhook
+from app.outbound import client
 from app.services import deliveries, events
 from app.services import webhooks as webhook_service
 from app.util import isoformat, new_id, utcnow
@@ -304,14 +305,14 @@ def test_a_delivery_whose_send_raises_is_its_failed_attempt_and_nobody_elses(
 ):
     """Whatever goes wrong with one delivery is recorded as its own failed attempt; a second
     tenant's delivery of the same moment arrives."""
-    send = outbound.Sender.send
+    send = client.Sender.send
 
     def broken_for_one_receiver(self, method, url, **kwargs):
         if url.endswith("/broken"):
             raise RuntimeError("something nobody expected")
         return send(self, method, url, **kwargs)
 
-    monkeypatch.setattr(outbound.Sender, "send", broken_for_one_receiver)
+    monkeypatch.setattr(client.Sender, "send", broken_for_one_receiver)
     with Receiver() as receiver:
         broken = register(tenant, receiver.url + "/broken")
         working = register(other_tenant, receiver.url + "/working")
