@@ -5,8 +5,8 @@ from flask.cli import AppGroup
 
 from app import jobs, queue
 from app.cli.common import CLI, user_errors
-from app.services import deliveries as delivery_service
 from app.services import tenants as tenant_service
+from app.services.deliveries import log as delivery_log
 from app.util import isoformat
 
 deliveries_cli = AppGroup("deliveries", help="Inspect, sweep and retry webhook deliveries.")
@@ -23,13 +23,13 @@ def deliveries_sweep() -> None:
 
 @deliveries_cli.command("list")
 @click.option("--tenant", "tenant_ref", help="Only this tenant's deliveries (id or name).")
-@click.option("--status", type=click.Choice(delivery_service.STATUSES), help="Only this status.")
+@click.option("--status", type=click.Choice(delivery_log.STATUSES), help="Only this status.")
 @click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
 @user_errors
 def deliveries_list(tenant_ref: str | None, status: str | None, limit: int) -> None:
     """List deliveries, newest first."""
     tenant = tenant_service.find_tenant(tenant_ref) if tenant_ref else None
-    page = delivery_service.list_deliveries(tenant=tenant, status=status, limit=limit)
+    page = delivery_log.list_deliveries(tenant=tenant, status=status, limit=limit)
     for delivery in page.items:
         due = (
             f"  next {isoformat(delivery.next_attempt_at)}" if delivery.status == "pending" else ""
@@ -49,11 +49,11 @@ def deliveries_list(tenant_ref: str | None, status: str | None, limit: int) -> N
 @user_errors
 def deliveries_retry(delivery_id: str) -> None:
     """Send a delivery again now, whatever its status, and say what the attempt did."""
-    attempts = delivery_service.get_delivery(tenant=None, delivery_id=delivery_id).attempts
+    attempts = delivery_log.get_delivery(tenant=None, delivery_id=delivery_id).attempts
     # The attempt is enqueued (or made, inline) once the retry commits.
-    delivery = delivery_service.retry(tenant=None, actor=CLI, delivery_id=delivery_id)
+    delivery = delivery_log.retry(tenant=None, actor=CLI, delivery_id=delivery_id)
     if not queue.inline():  # a worker makes the attempt
-        delivery = delivery_service.get_delivery(tenant=None, delivery_id=delivery.id)
+        delivery = delivery_log.get_delivery(tenant=None, delivery_id=delivery.id)
         if delivery.job_id is None:  # the tenant's places are taken: it waits its turn
             click.echo(
                 f"{delivery.id} is due now and waits for a place: its webhook or tenant has "
@@ -72,8 +72,8 @@ def deliveries_retry(delivery_id: str) -> None:
         )
         return
     # Inline mode made the attempt in this process when retry() committed.
-    delivery = delivery_service.get_delivery(tenant=None, delivery_id=delivery.id)
-    attempt = delivery_service.last_attempt(delivery) if delivery.attempts > attempts else None
+    delivery = delivery_log.get_delivery(tenant=None, delivery_id=delivery.id)
+    attempt = delivery_log.last_attempt(delivery) if delivery.attempts > attempts else None
     if attempt is None:
         click.echo(
             f"Another process is attempting {delivery.id} now; flask deliveries list shows "

@@ -28,9 +28,9 @@ from app.resources.webhooks.schemas import (
     WebhookSchema,
     WebhookUpdateSchema,
 )
-from app.services import deliveries as delivery_service
 from app.services import webhooks as webhook_service
-from app.services.deliveries import STATUSES
+from app.services.deliveries import log as delivery_log
+from app.services.deliveries.log import STATUSES
 from app.services.events import EVENT_TYPES
 from app.services.pages import COUNT_LIMIT
 from app.util import utcnow
@@ -142,7 +142,7 @@ def _webhook_page(
         event_types=EVENT_TYPES,
         secret=secret,
         rotated=rotated,
-        log=delivery_service.list_deliveries(webhook=webhook, **log_args),
+        log=delivery_log.list_deliveries(webhook=webhook, **log_args),
         log_status=log_args.get("status", ""),
         statuses=STATUSES,
         count_limit=COUNT_LIMIT,
@@ -251,10 +251,10 @@ def replay_webhook(webhook_id: str):
 
 @bp.route("/webhooks/deliveries/<delivery_id>/retry", methods=["POST"])
 def retry_delivery(delivery_id: str):
-    delivery = delivery_service.get_delivery(tenant=g.tenant, delivery_id=delivery_id)
+    delivery = delivery_log.get_delivery(tenant=g.tenant, delivery_id=delivery_id)
     webhook = webhook_service.get_webhook(tenant=g.tenant, webhook_id=delivery.webhook_id)
     try:
-        delivery_service.retry(tenant=g.tenant, actor=current_actor(), delivery_id=delivery.id)
+        delivery_log.retry(tenant=g.tenant, actor=current_actor(), delivery_id=delivery.id)
     except Conflict as exc:  # the webhook is disabled
         flash(exc.message, "error")
         return _webhook_page(webhook), 409

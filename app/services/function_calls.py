@@ -36,7 +36,8 @@ from app.models import AgentVersion, Call, Function, FunctionInvocation, Tenant
 from app.outbound import client
 from app.outbound.errors import OutboundError, OutboundTimeout
 from app.services import agents as agent_service
-from app.services import deliveries, events, snapshots
+from app.services import events, snapshots
+from app.services.deliveries import dispatch as delivery_dispatch
 from app.services.functions import DEFAULT_TIMEOUT_MS, argument_errors, get_function
 from app.util import new_id, utcnow
 
@@ -265,7 +266,7 @@ def _run_and_wait(invocation: Invocation) -> Outcome:
         queue.give_back_place(group, invocation.id)
         # The job wrote function.called's deliveries without dispatching them, so as not to
         # hold up the answer: they are dispatched once it is sent.
-        deliveries.dispatch_after_response(invocation.tenant_id)
+        delivery_dispatch.dispatch_after_response(invocation.tenant_id)
 
 
 def _wait_for_job(invocation: Invocation) -> Outcome:

@@ -9,9 +9,12 @@ from app.db import is_sqlite, unit_of_work
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Delivery, Tenant, Webhook
 from app.outbound.policy import require_safe_url
-from app.services import audit, deliveries, limits, secrets
+from app.services import audit, limits, secrets
 from app.services import events as event_service
 from app.services.audit import Actor
+from app.services.deliveries import attempt as delivery_attempt
+from app.services.deliveries import dispatch as delivery_dispatch
+from app.services.deliveries import log as delivery_log
 from app.util import isoformat, new_id, utcnow
 
 TEST_EVENT = event_service.TEST_EVENT
@@ -124,7 +127,7 @@ def update_webhook(*, tenant: Tenant, actor: Actor, webhook_id: str, **fields: A
         webhook.updated_at = utcnow()
         webhook.save()
         if enable is False and webhook.is_active:
-            deliveries.disable(webhook, reason=None)
+            delivery_attempt.disable(webhook, reason=None)
         if changed:
             audit.write(
                 actor,
@@ -194,9 +197,9 @@ def send_test(*, tenant: Tenant, actor: Actor, webhook_id: str) -> Delivery:
             target_id=webhook.id,
             details={"deliveryId": delivery.id},
         )
-        deliveries.defer_dispatch(tenant.id)
+        delivery_dispatch.defer_dispatch(tenant.id)
     delivery.event = event
-    return deliveries.with_attempts([delivery])[0]
+    return delivery_log.with_attempts([delivery])[0]
 
 
 def replay(
@@ -284,5 +287,5 @@ def replay(
             },
         )
         if rows:
-            deliveries.defer_dispatch(tenant.id)
+            delivery_dispatch.defer_dispatch(tenant.id)
     return len(rows)

@@ -9,7 +9,7 @@ from app.db import database
 from app.models import Delivery, DeliveryAttempt
 from app.services import events
 from app.services import webhooks as webhook_service
-from app.services.deliveries import MAX_ATTEMPTS
+from app.services.deliveries.schedule import MAX_ATTEMPTS
 from app.util import isoformat, utcnow
 from tests.helpers import ACTOR
 from tests.receiver import Answer, Receiver

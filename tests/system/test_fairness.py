@@ -14,10 +14,11 @@ import pytest
 from app import create_app, db, queue
 from app.db import database
 from app.models import Delivery, DeliveryAttempt
-from app.services import billing, deliveries, events
+from app.services import billing, events
 from app.services import keys as key_service
 from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
+from app.services.deliveries import schedule as delivery_schedule
 from tests.call_flow import answer, start
 from tests.conftest import RUNTIME_TOKEN
 from tests.helpers import ACTOR
@@ -70,7 +71,7 @@ def test_a_trickled_delivery_counts_every_attempt_and_fails_on_schedule(
         elapsed = time.monotonic() - started
         attempts = [request.headers["X-Service-Attempt"] for request in trickler.requests]
     delivery = Delivery.get()
-    assert delivery.attempts == deliveries.MAX_ATTEMPTS == 8
+    assert delivery.attempts == delivery_schedule.MAX_ATTEMPTS == 8
     assert attempts == [str(number) for number in range(1, 9)]  # one send at a time
     log = list(DeliveryAttempt.select().order_by(DeliveryAttempt.number))
     assert [row.number for row in log] == list(range(1, 9))
@@ -78,7 +79,9 @@ def test_a_trickled_delivery_counts_every_attempt_and_fails_on_schedule(
     assert {row.error for row in log} == {"The receiver did not answer in time."}
     # Eight deadlines, the shortened schedule's waits and a sweep (0.2 s) before each retry:
     # the delays between the attempts are the schedule's, not a lease's (3 s).
-    delays = [delay * SCHEDULE["WEBHOOK_RETRY_SCALE"] * 1.2 for delay in deliveries.RETRY_DELAYS]
+    delays = [
+        delay * SCHEDULE["WEBHOOK_RETRY_SCALE"] * 1.2 for delay in delivery_schedule.RETRY_DELAYS
+    ]
     assert elapsed < 8 * ATTEMPT_S + sum(delays) + 8 * 0.3
     times = [row.attempted_at for row in log]
     gaps = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]
