@@ -3,7 +3,7 @@
 import click
 from flask.cli import AppGroup
 
-from app import jobs, queue
+from app import jobs
 from app.cli.common import CLI, user_errors
 from app.services import tenants as tenant_service
 from app.services.deliveries import log as delivery_log
@@ -49,47 +49,37 @@ def deliveries_list(tenant_ref: str | None, status: str | None, limit: int) -> N
 @user_errors
 def deliveries_retry(delivery_id: str) -> None:
     """Send a delivery again now, whatever its status, and say what the attempt did."""
-    attempts = delivery_log.get_delivery(tenant=None, delivery_id=delivery_id).attempts
-    # The attempt is enqueued (or made, inline) once the retry commits.
-    delivery = delivery_log.retry(tenant=None, actor=CLI, delivery_id=delivery_id)
-    if not queue.inline():  # a worker makes the attempt
-        delivery = delivery_log.get_delivery(tenant=None, delivery_id=delivery.id)
-        if delivery.job_id is None:  # the tenant's places are taken: it waits its turn
-            click.echo(
-                f"{delivery.id} is due now and waits for a place: its webhook or tenant has "
-                "as many deliveries in flight as it may. worker.py webhooks sends it when one "
-                "frees, and flask deliveries list shows the outcome."
-            )
-            return
-        if not queue.known(delivery.job_id):
-            raise click.ClickException(
-                f"Could not queue {delivery.id}: Redis does not answer. It is due now, and the "
-                "sweeper of worker.py webhooks sends it once Redis answers."
-            )
+    outcome = delivery_log.retry_and_report(actor=CLI, delivery_id=delivery_id)
+    shown, attempt = outcome.delivery_id, outcome.attempt
+    if outcome.kind == "waiting":
         click.echo(
-            f"Queued {delivery.id} for another attempt (job {delivery.job_id}): worker.py "
+            f"{shown} is due now and waits for a place: its webhook or tenant has "
+            "as many deliveries in flight as it may. worker.py webhooks sends it when one "
+            "frees, and flask deliveries list shows the outcome."
+        )
+    elif outcome.kind == "unqueued":
+        raise click.ClickException(
+            f"Could not queue {shown}: Redis does not answer. It is due now, and the "
+            "sweeper of worker.py webhooks sends it once Redis answers."
+        )
+    elif outcome.kind == "queued":
+        click.echo(
+            f"Queued {shown} for another attempt (job {outcome.job_id}): worker.py "
             "webhooks sends it, and flask deliveries list shows the outcome."
         )
-        return
-    # Inline mode made the attempt in this process when retry() committed.
-    delivery = delivery_log.get_delivery(tenant=None, delivery_id=delivery.id)
-    attempt = delivery_log.last_attempt(delivery) if delivery.attempts > attempts else None
-    if attempt is None:
+    elif attempt is None:  # attempting: another process holds it
         click.echo(
-            f"Another process is attempting {delivery.id} now; flask deliveries list shows "
-            "the outcome."
+            f"Another process is attempting {shown} now; flask deliveries list shows the outcome."
         )
-    elif delivery.status == "succeeded":
+    elif outcome.kind == "delivered":
+        click.echo(f"Delivered {shown} (HTTP {attempt.status_code} in {attempt.duration_ms} ms).")
+    elif outcome.kind == "retrying":
         click.echo(
-            f"Delivered {delivery.id} (HTTP {attempt.status_code} in {attempt.duration_ms} ms)."
-        )
-    elif delivery.status == "pending":
-        click.echo(
-            f"Attempt {attempt.number} of {delivery.id} failed: {attempt.error} "
-            f"Next attempt at {isoformat(delivery.next_attempt_at)}."
+            f"Attempt {attempt.number} of {shown} failed: {attempt.error} "
+            f"Next attempt at {isoformat(outcome.next_attempt_at)}."
         )
     else:
         click.echo(
-            f"Attempt {attempt.number} of {delivery.id} failed: {attempt.error} "
+            f"Attempt {attempt.number} of {shown} failed: {attempt.error} "
             "No attempts are left: it has failed."
         )

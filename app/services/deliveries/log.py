@@ -1,7 +1,10 @@
 """The delivery log: a tenant's deliveries with their attempts, and a retry by hand."""
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Literal
 
+from app import queue
 from app.db import unit_of_work
 from app.errors import Conflict, NotFound
 from app.models import Delivery, DeliveryAttempt, Event, Tenant, Webhook
@@ -51,6 +54,49 @@ def retry(*, tenant: Tenant | None, actor: Actor, delivery_id: str) -> Delivery:
         )
         defer_dispatch(delivery.tenant_id)
     return delivery
+
+
+@dataclass(frozen=True)
+class RetryOutcome:
+    """What a retry came to once it committed (retry_and_report).
+
+    With a worker to send it: queued (its job_id), waiting for a place (its webhook or tenant
+    has as many deliveries in flight as it may), or unqueued (Redis does not answer; the
+    sweeper enqueues it later). Inline, where the attempt was made in this process:
+    delivered, retrying (attempt failed, next_attempt_at set), failed (no attempts left), or
+    attempting (another process holds it, and no attempt of this retry was written).
+    """
+
+    kind: Literal["queued", "waiting", "unqueued", "delivered", "retrying", "failed", "attempting"]
+    delivery_id: str
+    job_id: str | None = None
+    attempt: DeliveryAttempt | None = None
+    next_attempt_at: datetime | None = None
+
+
+def retry_and_report(*, actor: Actor, delivery_id: str) -> RetryOutcome:
+    """Send any tenant's delivery again now, whatever its status (retry), and say what came
+    of it: where it waits, or, in inline mode, what the attempt did."""
+    attempts = get_delivery(tenant=None, delivery_id=delivery_id).attempts
+    # The attempt is enqueued (or made, inline) once the retry commits.
+    delivery = retry(tenant=None, actor=actor, delivery_id=delivery_id)
+    delivery = get_delivery(tenant=None, delivery_id=delivery.id)
+    if not queue.inline():  # a worker makes the attempt
+        if delivery.job_id is None:  # the tenant's places are taken: it waits its turn
+            return RetryOutcome("waiting", delivery.id)
+        if not queue.known(delivery.job_id):
+            return RetryOutcome("unqueued", delivery.id, job_id=delivery.job_id)
+        return RetryOutcome("queued", delivery.id, job_id=delivery.job_id)
+    attempt = last_attempt(delivery) if delivery.attempts > attempts else None
+    if attempt is None:
+        return RetryOutcome("attempting", delivery.id)
+    if delivery.status == "succeeded":
+        return RetryOutcome("delivered", delivery.id, attempt=attempt)
+    if delivery.status == "pending":
+        return RetryOutcome(
+            "retrying", delivery.id, attempt=attempt, next_attempt_at=delivery.next_attempt_at
+        )
+    return RetryOutcome("failed", delivery.id, attempt=attempt)
 
 
 def last_attempt(delivery: Delivery) -> DeliveryAttempt | None:
