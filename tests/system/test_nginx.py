@@ -1,6 +1,7 @@
 """The shipped deployment: nginx from deploy/nginx.conf in front of gunicorn with
 deploy/gunicorn.conf.py. Slow clients (a request's head a byte every 2 s) hold nginx
-connections, never gunicorn's threads: another tenant's requests are answered at once."""
+connections, never gunicorn's threads: another tenant's requests are answered at once. The
+runtime API and /metrics are answered only to the addresses the file allows."""
 
 import os
 import pwd
@@ -14,20 +15,29 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.conftest import RUNTIME_TOKEN
 from tests.system.workers import free_port
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 SLOW_CLIENTS = 200
+METRICS_TOKEN = "test-metrics-token"
+# The shipped allow list: every test connection comes from 127.0.0.1, so leaving these lines
+# out makes nginx see an address it does not allow.
+LOOPBACK_ALLOWED = ("        allow 127.0.0.1;\n", "        allow ::1;\n")
 
 
 @pytest.fixture
 def nginx(tmp_path):
-    """nginx with deploy/nginx.conf's server, in front of the given gunicorn port."""
+    """nginx with deploy/nginx.conf's server, in front of the given gunicorn port; with
+    allow_loopback=False, without the lines that allow loopback addresses."""
     started = []
 
-    def start(upstream_port: int) -> str:
+    def start(upstream_port: int, allow_loopback: bool = True) -> str:
         port = free_port()
         site = Path("deploy/nginx.conf").read_text()
+        if not allow_loopback:
+            for line in LOOPBACK_ALLOWED:
+                site = site.replace(line, "")
         site = site.replace("listen 80;", f"listen 127.0.0.1:{port};")
         site = site.replace("server 127.0.0.1:8000;", f"server 127.0.0.1:{upstream_port};")
         (tmp_path / "site.conf").write_text(site)
@@ -136,3 +146,61 @@ def test_nginx_refuses_a_body_over_the_limit_in_the_error_body(workers, redis_ur
     # What the app answers itself still comes through: its 404 in the JSON error body.
     assert_error_body = requests.get(base + "/api/v1/nothing", headers=headers, timeout=5)
     assert assert_error_body.json()["error"]["code"] == "not_found"
+
+
+def private_requests(base: str) -> dict[str, requests.Response]:
+    """The runtime API and /metrics, each with its token, under the spellings a client might
+    try to slip past a rule on the path."""
+    runtime = {"Authorization": f"Bearer {RUNTIME_TOKEN}"}
+    answers = {
+        path: requests.post(base + path, json={"max": 1}, headers=runtime, timeout=10)
+        for path in ("/internal/v1/dispatch", "/%69nternal/v1/dispatch", "//internal/v1/dispatch")
+    }
+    metrics = {"Authorization": f"Bearer {METRICS_TOKEN}"}
+    answers["/metrics"] = requests.get(base + "/metrics", headers=metrics, timeout=10)
+    return answers
+
+
+def test_nginx_serves_the_runtime_api_and_metrics_to_loopback(workers, redis_url, nginx, headers):
+    gunicorn = workers.start_web(
+        workers=1, REDIS_URL=redis_url, RUNTIME_TOKEN=RUNTIME_TOKEN, METRICS_TOKEN=METRICS_TOKEN
+    )
+    base = nginx(int(gunicorn.rsplit(":", 1)[1]))
+    answers = private_requests(base)
+    for path in ("/internal/v1/dispatch", "/%69nternal/v1/dispatch"):
+        assert answers[path].status_code == 200, (path, answers[path].text)
+        assert answers[path].json() == {"calls": []}
+    assert answers["/metrics"].status_code == 200
+    assert "voiceagent_http_requests_total" in answers["/metrics"].text
+    # The body limit holds on these paths too.
+    chunks = (b"x" * 65536 for _ in range(48))
+    response = requests.post(
+        base + "/internal/v1/calls",
+        data=chunks,
+        headers={"Authorization": f"Bearer {RUNTIME_TOKEN}", "Content-Type": "application/json"},
+        timeout=10,
+    )
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "payload_too_large"
+
+
+def test_nginx_answers_not_found_for_the_runtime_api_and_metrics_to_other_addresses(
+    workers, redis_url, nginx, headers
+):
+    gunicorn = workers.start_web(
+        workers=1, REDIS_URL=redis_url, RUNTIME_TOKEN=RUNTIME_TOKEN, METRICS_TOKEN=METRICS_TOKEN
+    )
+    base = nginx(int(gunicorn.rsplit(":", 1)[1]), allow_loopback=False)
+    for path, response in private_requests(base).items():
+        assert response.status_code == 404, (path, response.status_code, response.text)
+        assert response.headers["Content-Type"] == "application/json"
+        assert response.json() == {
+            "error": {
+                "code": "not_found",
+                "message": "The requested resource was not found.",
+                "details": {},
+            }
+        }
+    # Everything else is served as before.
+    assert requests.get(base + "/api/v1/agents", headers=headers, timeout=10).status_code == 200
+    assert requests.get(base + "/healthz", timeout=10).status_code == 200
