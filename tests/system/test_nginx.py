@@ -144,7 +144,8 @@ def test_nginx_refuses_a_body_over_the_limit_in_the_error_body(workers, redis_ur
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "payload_too_large"
     # What the app answers itself still comes through: its 404 in the JSON error body.
-    assert_error_body = requests.get(base + "/api/v1/nothing", headers=headers, timeout=5)
+    # A cold gunicorn worker may take seconds to serve its first request on a loaded host.
+    assert_error_body = requests.get(base + "/api/v1/nothing", headers=headers, timeout=30)
     assert assert_error_body.json()["error"]["code"] == "not_found"
 
 
