@@ -259,7 +259,7 @@ def test_calls_simulate_rejects_bad_variables(runner, did, variables):
 
 def test_calls_simulate_reports_a_refused_call(runner, tenant, did):
     tenant_service.set_threshold(actor=ACTOR, tenant=tenant, minutes=0)
-    billing._move(tenant_id=tenant.id, type="adjustment", minutes=-100)
+    billing.adjust(tenant=tenant, actor=ACTOR, minutes=-100)
     result = runner.invoke(args=["calls", "simulate", "--did", did])
     assert result.exit_code == 1
     assert "no credit minutes left" in result.output
