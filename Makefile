@@ -25,8 +25,10 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
-$(BIN)/.installed-dev: $(BIN)/.installed
-	$(BIN)/pip install --quiet -e '.[dev]'
+# The service with its development tools, and the voice runtime (bridge/, a distribution of
+# its own) whose tests run in the same suite.
+$(BIN)/.installed-dev: $(BIN)/.installed bridge/pyproject.toml
+	$(BIN)/pip install --quiet -e '.[dev]' -e ./bridge
 	touch $@
 
 install: $(BIN)/.installed
@@ -44,10 +46,10 @@ run: install
 	$(BIN)/flask run --host 127.0.0.1 --port $(PORT)
 
 lint: install-dev
-	$(BIN)/ruff check app voiceagent_bridge tests bench deploy docs/examples worker.py wsgi.py
-	$(BIN)/ruff format --check app voiceagent_bridge tests bench deploy docs/examples worker.py wsgi.py
-	$(BIN)/mypy app voiceagent_bridge
-	@# Imports run one way, with no circle: the contracts in pyproject.toml.
+	$(BIN)/ruff check app bridge tests bench deploy docs/examples worker.py wsgi.py
+	$(BIN)/ruff format --check app bridge tests bench deploy docs/examples worker.py wsgi.py
+	$(BIN)/mypy app bridge/voiceagent_bridge bridge/bots/twilio
+	@# Imports run one way, with no circle, and never into the bridge: pyproject.toml's contracts.
 	$(BIN)/lint-imports --no-cache
 	@# The docs site must build without a warning (broken links and anchors included).
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
@@ -62,15 +64,15 @@ test: install-dev lint
 		echo "Install it: apt-get install chromium (Debian)"; \
 		exit 1; }
 	@command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || { \
-		echo "make test needs nginx for the deployment test (tests/test_nginx.py)."; \
+		echo "make test needs nginx for the deployment test (tests/system/test_nginx.py)."; \
 		echo "Install it: apt-get install nginx (Debian)"; \
 		exit 1; }
 	@command -v npm >/dev/null || { \
-		echo "make test needs npm for the TypeScript client test (tests/test_typescript_client.py)."; \
+		echo "make test needs npm for the TypeScript client test (tests/system/test_typescript_client.py)."; \
 		echo "Install it: apt-get install npm (Debian)"; \
 		exit 1; }
 	@for tool in curl jq; do command -v $$tool >/dev/null || { \
-		echo "make test needs $$tool for the README tour test (tests/test_readme_tour.py)."; \
+		echo "make test needs $$tool for the README tour test (tests/system/test_readme_tour.py)."; \
 		echo "Install it: apt-get install $$tool (Debian)"; \
 		exit 1; }; done
 	@echo "SQLite pass"
@@ -104,4 +106,4 @@ bench: install-dev
 	done
 
 clean:
-	rm -rf $(VENV) site .pytest_cache .ruff_cache .mypy_cache .hypothesis tests/typescript/node_modules
+	rm -rf $(VENV) site .pytest_cache .ruff_cache .mypy_cache .hypothesis tests/system/typescript/node_modules

@@ -8,8 +8,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.db import database
-from app.services import campaigns, deliveries, function_calls
+from app.services import campaigns, function_calls
 from app.services.calls import lifecycle as call_lifecycle
+from app.services.deliveries import attempt as delivery_attempt
+from app.services.deliveries import dispatch as delivery_dispatch
+from app.services.deliveries import sweeper as delivery_sweeper
 
 
 def deliver_webhook(
@@ -18,13 +21,13 @@ def deliver_webhook(
     """Attempt a webhook delivery if it is due and was dispatched to this job (job_id), then
     those of the same event to other webhooks (then); the first one's status after."""
     with database.connection_context():
-        return deliveries.deliver(delivery_id=delivery_id, job_id=job_id, then=then)
+        return delivery_attempt.deliver(delivery_id=delivery_id, job_id=job_id, then=then)
 
 
 def dispatch_deliveries(tenant_id: str) -> int:
     """Dispatch the tenant's due deliveries (how many were sent to their queues)."""
     with database.connection_context():
-        return deliveries.dispatch(tenant_id=tenant_id)
+        return delivery_dispatch.dispatch(tenant_id=tenant_id)
 
 
 def invoke_function(invocation: dict[str, Any]) -> dict[str, Any]:
@@ -48,7 +51,7 @@ def sweep() -> int:
     Deliveries first, so a failure of the others (it is raised) never keeps them waiting.
     """
     with database.connection_context():
-        enqueued = deliveries.sweep()
+        enqueued = delivery_sweeper.sweep()
         call_lifecycle.release_lapsed_holds()
         campaigns.place_due()
         return enqueued

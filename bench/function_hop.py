@@ -41,7 +41,7 @@ PAUSE_S = 0.002
 
 def seed(database_url: str, endpoint: str, webhook_url: str) -> tuple[str, dict]:
     """A live call whose agent has a function `lookup` at endpoint; also a webhook."""
-    from app import create_app, db, outbound
+    from app import create_app, db, signing
     from app.services import billing, functions, webhooks
     from app.services import tenants as tenant_service
     from app.services.audit import Actor
@@ -84,7 +84,7 @@ def seed(database_url: str, endpoint: str, webhook_url: str) -> tuple[str, dict]
             "body": signed,
             "headers": {
                 "Content-Type": "application/json",
-                "X-Service-Signature": outbound.sign(function.signing_secret, signed),
+                "X-Service-Signature": signing.sign(function.signing_secret, signed),
             },
         }
         return call.id, direct

@@ -69,8 +69,8 @@ def queue_deliveries(database_url: str, call_id: str) -> list[tuple[bytes, dict[
     """DELIVERIES events with their deliveries enqueued; the signed requests they make."""
     from app import create_app, db
     from app.models import Delivery, Event
-    from app.services import deliveries
     from app.services.calls import lifecycle as call_lifecycle
+    from app.services.deliveries import wire as delivery_wire
 
     app = create_app(service_env(database_url))
     with app.app_context():
@@ -78,8 +78,8 @@ def queue_deliveries(database_url: str, call_id: str) -> list[tuple[bytes, dict[
             call_lifecycle.add_transcript(call_id=call_id, transcript_summary=f"summary {i}")
         signed = []
         for delivery in Delivery.select(Delivery, Event).join(Event):
-            body = deliveries.event_body(delivery.event)
-            headers = deliveries.request_headers(
+            body = delivery_wire.event_body(delivery.event)
+            headers = delivery_wire.request_headers(
                 secret=SECRET,
                 event_id=delivery.event.id,
                 delivery_id=delivery.id,

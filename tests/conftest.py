@@ -218,7 +218,7 @@ def redis_client(redis_url):
 @pytest.fixture
 def workers(app, tmp_path):
     """Real worker.py (and gunicorn) processes on the test's database, stopped at the end."""
-    from tests.workers import Workers
+    from tests.system.workers import Workers
 
     started = Workers(app, tmp_path)
     yield started

@@ -305,7 +305,7 @@ CLI_EXEMPT = {
     "calls dispatch-demo": "claims and drives queued calls as the voice runtime does: the calls "
     "and their events record it, and the runtime's call events are not audit entries",
     "demo": "several changes at once, each entered as the command that makes it alone "
-    "(tests/test_cli.py::test_demo_writes_its_changes_to_the_audit_log)",
+    "(tests/cli/test_commands.py::test_demo_writes_its_changes_to_the_audit_log)",
 }
 
 

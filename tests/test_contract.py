@@ -29,7 +29,7 @@ from marshmallow import ValidationError
 from redis import Redis
 from urllib3.util import parse_url
 
-from app import create_app, db, outbound
+from app import create_app, db
 from app.extensions import api
 from app.models import (
     Agent,
@@ -42,6 +42,7 @@ from app.models import (
     IdempotencyKey,
     Webhook,
 )
+from app.outbound import policy
 from app.resources.campaigns.schemas import CLOCK, time_zones
 from app.resources.fields import MAX_INT32
 from app.resources.functions.schemas import NAME
@@ -434,7 +435,7 @@ def names_no_valid_host(case) -> bool:
     name = host.removesuffix(".")
     return len(name) > 253 or any(
         not 0 < len(label) <= 63
-        or (label.lower().startswith("xn--") and not outbound.is_decodable_a_label(label))
+        or (label.lower().startswith("xn--") and not policy.is_decodable_a_label(label))
         for label in name.split(".")
     )
 

@@ -9,7 +9,14 @@ import time
 
 import pytest
 
-from app import outbound
+from app.outbound import client, policy
+from app.outbound.errors import (
+    BlockedAddress,
+    OutboundConnectionError,
+    OutboundError,
+    OutboundTimeout,
+    UnsafeURL,
+)
 from tests.receiver import Answer, Receiver, Trickler
 
 BLOCKED = [
@@ -50,12 +57,12 @@ def fixed(*addresses):
 
 @pytest.mark.parametrize("address", BLOCKED)
 def test_is_blocked_refuses_internal_addresses(address):
-    assert outbound.is_blocked(ipaddress.ip_address(address))
+    assert policy.is_blocked(ipaddress.ip_address(address))
 
 
 @pytest.mark.parametrize("address", PUBLIC)
 def test_is_blocked_admits_public_addresses(address):
-    assert not outbound.is_blocked(ipaddress.ip_address(address))
+    assert not policy.is_blocked(ipaddress.ip_address(address))
 
 
 @pytest.mark.parametrize(
@@ -70,8 +77,8 @@ def test_is_blocked_admits_public_addresses(address):
     ],
 )
 def test_check_url_refuses_blocked_literals(url):
-    with pytest.raises(outbound.BlockedAddress):
-        outbound.check_url(url, allow_private=False)
+    with pytest.raises(BlockedAddress):
+        policy.check_url(url, allow_private=False)
 
 
 @pytest.mark.parametrize(
@@ -88,8 +95,8 @@ def test_check_url_refuses_blocked_literals(url):
     ],
 )
 def test_check_url_refuses_bad_urls(url, message):
-    with pytest.raises(outbound.UnsafeURL, match=message):
-        outbound.check_url(url, allow_private=False)
+    with pytest.raises(UnsafeURL, match=message):
+        policy.check_url(url, allow_private=False)
 
 
 def test_registration_answers_alike_for_a_name_resolving_internally_and_one_that_does_not(
@@ -109,15 +116,15 @@ def test_registration_answers_alike_for_a_name_resolving_internally_and_one_that
 
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
     for host in ("internal.example.com", "nowhere.example.com", "hooks.example.com"):
-        outbound.check_url(f"https://{host}/in", allow_private=False)
+        policy.check_url(f"https://{host}/in", allow_private=False)
     assert looked_up == []
-    sender = outbound.Sender(allow_private=False)
+    sender = client.Sender(allow_private=False)
     reasons = []
     for host in ("internal.example.com", "nowhere.example.com"):
-        with pytest.raises(outbound.OutboundError) as refused:
+        with pytest.raises(OutboundError) as refused:
             sender.send("POST", f"https://{host}/in", timeout=(3, 5))
         reasons.append(str(refused.value))
-    assert reasons == [outbound.NO_PUBLIC_ADDRESS] * 2
+    assert reasons == [policy.NO_PUBLIC_ADDRESS] * 2
 
 
 # Hosts no request can be sent to; names under .test never resolve anywhere.
@@ -151,8 +158,8 @@ def no_network(monkeypatch):
 @pytest.mark.parametrize("allow_private", [False, True])
 @pytest.mark.parametrize("url", NOT_HOST_NAMES)
 def test_check_url_refuses_a_host_that_is_no_host_name(no_network, url, allow_private):
-    with pytest.raises(outbound.UnsafeURL, match="not a valid host name"):
-        outbound.check_url(url, allow_private=allow_private)
+    with pytest.raises(UnsafeURL, match="not a valid host name"):
+        policy.check_url(url, allow_private=allow_private)
 
 
 @pytest.mark.parametrize(
@@ -168,7 +175,7 @@ def test_check_url_refuses_a_host_that_is_no_host_name(no_network, url, allow_pr
     ],
 )
 def test_check_url_admits_valid_host_names_and_ip_literals(no_network, url):
-    outbound.check_url(url, allow_private=True)
+    policy.check_url(url, allow_private=True)
 
 
 @pytest.mark.parametrize(
@@ -185,7 +192,7 @@ def test_check_url_admits_valid_host_names_and_ip_literals(no_network, url):
     ],
 )
 def test_target_host_is_the_host_the_sender_resolves(no_network, url, host):
-    assert outbound.target_host(url) == host
+    assert policy.target_host(url) == host
 
 
 # Hosts written so that the name the sender resolves, or the address it connects to, is not
@@ -210,16 +217,16 @@ UNSENDABLE_HOSTS = [
 
 @pytest.mark.parametrize("host", LOOPBACK_SPELLINGS)
 def test_check_url_refuses_loopback_however_it_is_written(host):
-    with pytest.raises(outbound.BlockedAddress, match="a private or reserved address"):
-        outbound.check_url(f"https://{host}/in", allow_private=False)
+    with pytest.raises(BlockedAddress, match="a private or reserved address"):
+        policy.check_url(f"https://{host}/in", allow_private=False)
 
 
 @pytest.mark.parametrize("host", LOOPBACK_SPELLINGS)
 def test_sender_refuses_loopback_however_it_is_written(host):
     with Receiver() as receiver:
         url = f"https://{host}:{receiver.port}/in"
-        with pytest.raises(outbound.BlockedAddress, match="a private or reserved address"):
-            outbound.Sender(allow_private=False).send("POST", url, timeout=(3, 5))
+        with pytest.raises(BlockedAddress, match="a private or reserved address"):
+            client.Sender(allow_private=False).send("POST", url, timeout=(3, 5))
     assert receiver.requests == []
 
 
@@ -227,8 +234,8 @@ def test_sender_refuses_loopback_however_it_is_written(host):
 def test_what_the_check_admits_the_sender_delivers_to_the_vetted_address(host):
     with Receiver() as receiver:
         url = f"http://{host}:{receiver.port}/in"
-        outbound.check_url(url, allow_private=True)
-        response = outbound.Sender(allow_private=True).send("POST", url, timeout=(3, 5))
+        policy.check_url(url, allow_private=True)
+        response = client.Sender(allow_private=True).send("POST", url, timeout=(3, 5))
         assert response.status_code == 200
     [request] = receiver.requests
     assert request.path == "/in"
@@ -237,21 +244,21 @@ def test_what_the_check_admits_the_sender_delivers_to_the_vetted_address(host):
 @pytest.mark.parametrize("allow_private", [False, True])
 @pytest.mark.parametrize("host", UNSENDABLE_HOSTS)
 def test_check_url_refuses_a_host_the_sender_cannot_send_to(no_network, host, allow_private):
-    with pytest.raises(outbound.UnsafeURL, match="not a valid host name"):
-        outbound.check_url(f"https://{host}/in", allow_private=allow_private)
-    with pytest.raises(outbound.UnsafeURL, match="not a valid host name"):
-        outbound.Sender(allow_private=True).send("POST", f"https://{host}/in", timeout=(3, 5))
+    with pytest.raises(UnsafeURL, match="not a valid host name"):
+        policy.check_url(f"https://{host}/in", allow_private=allow_private)
+    with pytest.raises(UnsafeURL, match="not a valid host name"):
+        client.Sender(allow_private=True).send("POST", f"https://{host}/in", timeout=(3, 5))
 
 
 def test_check_url_with_private_allowed_admits_http_and_loopback():
-    outbound.check_url("http://127.0.0.1:5000/in", allow_private=True)
-    with pytest.raises(outbound.UnsafeURL):
-        outbound.check_url("ftp://127.0.0.1/in", allow_private=True)
+    policy.check_url("http://127.0.0.1:5000/in", allow_private=True)
+    with pytest.raises(UnsafeURL):
+        policy.check_url("ftp://127.0.0.1/in", allow_private=True)
 
 
 def test_sender_connects_to_the_vetted_address_and_keeps_the_host_name():
     with Receiver() as receiver:
-        sender = outbound.Sender(allow_private=True, resolver=fixed("127.0.0.1"))
+        sender = client.Sender(allow_private=True, resolver=fixed("127.0.0.1"))
         response = sender.send(
             "POST", f"http://hooks.example.com:{receiver.port}/in", body=b"{}", timeout=(3, 5)
         )
@@ -276,41 +283,41 @@ def test_sender_vets_every_request_and_keeps_the_connection_alive(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", counting_connect)
     answers = iter([Answer(), Answer(), Answer(headers={"Connection": "close"}), Answer()])
     with Receiver(lambda request: next(answers)) as receiver:
-        sender = outbound.Sender(allow_private=True, resolver=resolver)
+        sender = client.Sender(allow_private=True, resolver=resolver)
         url = f"http://hooks.example.com:{receiver.port}/in"
         for _ in range(4):
             assert sender.send("POST", url, body=b"{}", timeout=(3, 5)).status_code == 200
     assert looked_up == ["hooks.example.com"] * 4  # resolved and vetted for every request
     assert connected == [("127.0.0.1", receiver.port)] * 2  # three on one connection, then one
-    assert outbound.sender(True) is outbound.sender(True)  # one per process and policy
+    assert client.sender(True) is client.sender(True)  # one per process and policy
 
 
 def test_sender_refuses_a_name_resolving_to_loopback_before_connecting():
     with Receiver() as receiver:
-        sender = outbound.Sender(allow_private=False, resolver=fixed("127.0.0.1"))
-        with pytest.raises(outbound.BlockedAddress):
+        sender = client.Sender(allow_private=False, resolver=fixed("127.0.0.1"))
+        with pytest.raises(BlockedAddress):
             sender.send("POST", f"https://hooks.example.com:{receiver.port}/in", timeout=(3, 5))
         assert receiver.requests == []
 
 
 def test_sender_refuses_when_any_resolved_address_is_blocked():
-    sender = outbound.Sender(allow_private=False, resolver=fixed("93.184.216.34", "10.0.0.1"))
-    with pytest.raises(outbound.BlockedAddress, match="does not resolve to a public address"):
+    sender = client.Sender(allow_private=False, resolver=fixed("93.184.216.34", "10.0.0.1"))
+    with pytest.raises(BlockedAddress, match="does not resolve to a public address"):
         sender.send("POST", "https://hooks.example.com/in", timeout=(3, 5))
 
 
 @pytest.mark.parametrize("url", NOT_HOST_NAMES)
 def test_sender_refuses_a_host_that_is_no_host_name_before_any_lookup(no_network, url):
     looked_up = []
-    sender = outbound.Sender(allow_private=True, resolver=lambda host, port: looked_up.append(host))
-    with pytest.raises(outbound.UnsafeURL, match="not a valid host name"):
+    sender = client.Sender(allow_private=True, resolver=lambda host, port: looked_up.append(host))
+    with pytest.raises(UnsafeURL, match="not a valid host name"):
         sender.send("POST", url, body=b"{}", timeout=(3, 5))
     assert looked_up == []
 
 
 def test_guard_refuses_a_host_that_is_no_host_name_without_resolving(no_network):
-    guard = outbound.AddressGuard(allow_private=True, resolver=fixed("127.0.0.1"))
-    with pytest.raises(outbound.UnsafeURL, match="not a valid host name"):
+    guard = policy.AddressGuard(allow_private=True, resolver=fixed("127.0.0.1"))
+    with pytest.raises(UnsafeURL, match="not a valid host name"):
         guard.addresses("a..b", 443)
 
 
@@ -321,23 +328,23 @@ def test_sender_reports_a_resolver_error_as_an_outbound_error(error):
     def resolver(host, port):
         raise error
 
-    sender = outbound.Sender(allow_private=True, resolver=resolver)
-    with pytest.raises(outbound.UnsafeURL, match="cannot be resolved"):
+    sender = client.Sender(allow_private=True, resolver=resolver)
+    with pytest.raises(UnsafeURL, match="cannot be resolved"):
         sender.send("POST", "https://hooks.example.test/in", timeout=(3, 5))
 
 
 def test_sender_reports_an_answer_that_is_no_address_as_an_outbound_error():
-    sender = outbound.Sender(allow_private=False, resolver=fixed("not-an-address"))
-    with pytest.raises(outbound.UnsafeURL, match="cannot be resolved"):
+    sender = client.Sender(allow_private=False, resolver=fixed("not-an-address"))
+    with pytest.raises(UnsafeURL, match="cannot be resolved"):
         sender.send("POST", "https://hooks.example.test/in", timeout=(3, 5))
 
 
 def test_sender_checks_the_answer_at_connect_time_not_before():
     """A name that looked public when registered and resolves to loopback now is refused."""
     answers = iter([["93.184.216.34"], ["127.0.0.1"]])
-    sender = outbound.Sender(allow_private=False, resolver=lambda host, port: next(answers))
+    sender = client.Sender(allow_private=False, resolver=lambda host, port: next(answers))
     sender.guard.addresses("rebind.example.com", 443)  # the check made at registration
-    with pytest.raises(outbound.BlockedAddress, match="does not resolve to a public address"):
+    with pytest.raises(BlockedAddress, match="does not resolve to a public address"):
         sender.send("POST", "https://rebind.example.com/in", timeout=(3, 5))
 
 
@@ -353,8 +360,8 @@ def test_sender_checks_the_answer_at_connect_time_not_before():
     ],
 )
 def test_sender_refuses_blocked_literals(url):
-    with pytest.raises(outbound.UnsafeURL):
-        outbound.Sender(allow_private=False).send("POST", url, timeout=(3, 5))
+    with pytest.raises(UnsafeURL):
+        client.Sender(allow_private=False).send("POST", url, timeout=(3, 5))
 
 
 def test_sender_does_not_follow_redirects():
@@ -364,7 +371,7 @@ def test_sender_does_not_follow_redirects():
         return Answer()
 
     with Receiver(answer) as receiver:
-        response = outbound.Sender(allow_private=True).send(
+        response = client.Sender(allow_private=True).send(
             "POST", receiver.url + "/in", body=b"{}", timeout=(3, 5)
         )
     assert response.status_code == 302
@@ -376,7 +383,7 @@ def test_sender_ignores_proxy_environment(monkeypatch):
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
     monkeypatch.setenv("ALL_PROXY", "http://127.0.0.1:9")
     with Receiver() as receiver:
-        response = outbound.Sender(allow_private=True).send(
+        response = client.Sender(allow_private=True).send(
             "POST", receiver.url, body=b"{}", timeout=(3, 5)
         )
     assert response.status_code == 200
@@ -384,14 +391,14 @@ def test_sender_ignores_proxy_environment(monkeypatch):
 
 def test_sender_caps_the_response_read():
     with Receiver(lambda request: Answer(body=b"x" * 300_000)) as receiver:
-        response = outbound.Sender(allow_private=True).send("GET", receiver.url, timeout=(3, 5))
-    assert len(response.body) == outbound.MAX_RESPONSE_BYTES and response.truncated
+        response = client.Sender(allow_private=True).send("GET", receiver.url, timeout=(3, 5))
+    assert len(response.body) == client.MAX_RESPONSE_BYTES and response.truncated
 
 
 def test_sender_times_out_on_a_slow_receiver():
     with Receiver(lambda request: Answer(delay=1.0)) as receiver:
-        with pytest.raises(outbound.OutboundTimeout):
-            outbound.Sender(allow_private=True).send("POST", receiver.url, timeout=(1, 0.2))
+        with pytest.raises(OutboundTimeout):
+            client.Sender(allow_private=True).send("POST", receiver.url, timeout=(1, 0.2))
 
 
 @pytest.mark.parametrize("trickle_head", [False, True], ids=["body", "headers"])
@@ -400,8 +407,8 @@ def test_sender_cuts_off_a_trickling_answer_on_the_clock(trickle_head):
     exchange is over when its time is, not after each read."""
     with Trickler(interval=0.05, trickle_head=trickle_head) as trickler:
         started = time.monotonic()
-        with pytest.raises(outbound.OutboundTimeout, match="did not answer in time"):
-            outbound.Sender(allow_private=True).send("POST", trickler.url, timeout=(1, 0.5))
+        with pytest.raises(OutboundTimeout, match="did not answer in time"):
+            client.Sender(allow_private=True).send("POST", trickler.url, timeout=(1, 0.5))
         elapsed = time.monotonic() - started
     assert 0.5 <= elapsed < 0.7
     assert trickler.count() == 1
@@ -410,7 +417,7 @@ def test_sender_cuts_off_a_trickling_answer_on_the_clock(trickle_head):
 def test_sender_keeps_the_connection_of_an_answer_in_time_after_its_deadline():
     """A deadline that has passed never touches a connection that went back to the pool."""
     with Receiver() as receiver:
-        sender = outbound.Sender(allow_private=True)
+        sender = client.Sender(allow_private=True)
         assert sender.send("POST", receiver.url, timeout=(1, 0.2)).status_code == 200
         time.sleep(0.3)
         assert sender.send("POST", receiver.url, timeout=(1, 0.2)).status_code == 200
@@ -420,11 +427,11 @@ def test_requests_share_one_deadline_thread_and_a_sooner_deadline_still_ends_on_
     """No thread per request: one thread per process keeps every request's deadline, and a
     request due sooner than the ones it already waits for is cut off at its own time."""
     with Receiver() as fast, Trickler(interval=0.05) as trickler:
-        sender = outbound.Sender(allow_private=True)
+        sender = client.Sender(allow_private=True)
         for _ in range(5):
             assert sender.send("POST", fast.url, timeout=(1, 30)).status_code == 200
         started = time.monotonic()
-        with pytest.raises(outbound.OutboundTimeout):
+        with pytest.raises(OutboundTimeout):
             sender.send("POST", trickler.url, timeout=(1, 0.3))
         assert 0.3 <= time.monotonic() - started < 0.5
     names = [thread.name for thread in threading.enumerate()]
@@ -434,18 +441,18 @@ def test_requests_share_one_deadline_thread_and_a_sooner_deadline_still_ends_on_
 def test_sender_reports_a_refused_connection():
     with Receiver() as receiver:
         url = receiver.url
-    with pytest.raises(outbound.OutboundConnectionError, match="refused"):
-        outbound.Sender(allow_private=True).send("POST", url, timeout=(1, 1))
+    with pytest.raises(OutboundConnectionError, match="refused"):
+        client.Sender(allow_private=True).send("POST", url, timeout=(1, 1))
 
 
 def test_errors_share_one_base():
     for error in (
-        outbound.UnsafeURL,
-        outbound.BlockedAddress,
-        outbound.OutboundTimeout,
-        outbound.OutboundConnectionError,
+        UnsafeURL,
+        BlockedAddress,
+        OutboundTimeout,
+        OutboundConnectionError,
     ):
-        assert issubclass(error, outbound.OutboundError)
+        assert issubclass(error, OutboundError)
 
 
 @pytest.fixture
@@ -472,29 +479,29 @@ def test_tls_verifies_the_host_name_while_connecting_to_the_pinned_address(tls_c
     context.sni_callback = lambda sock, name, ctx: server_names.append(name)
     with Receiver() as receiver:
         receiver.server.socket = context.wrap_socket(receiver.server.socket, server_side=True)
-        sender = outbound.Sender(allow_private=True, resolver=fixed("127.0.0.1"), verify=str(cert))
+        sender = client.Sender(allow_private=True, resolver=fixed("127.0.0.1"), verify=str(cert))
         response = sender.send("GET", f"https://hooks.example.com:{receiver.port}/", timeout=(3, 5))
         assert response.status_code == 200
         assert server_names == ["hooks.example.com"]
-        other = outbound.Sender(allow_private=True, resolver=fixed("127.0.0.1"), verify=str(cert))
-        with pytest.raises(outbound.OutboundConnectionError, match="TLS"):
+        other = client.Sender(allow_private=True, resolver=fixed("127.0.0.1"), verify=str(cert))
+        with pytest.raises(OutboundConnectionError, match="TLS"):
             other.send("GET", f"https://other.example.com:{receiver.port}/", timeout=(3, 5))
 
 
 def test_guarded_adapter_has_no_way_to_a_pool_around_the_guard():
-    adapter = outbound.Sender(allow_private=False).session.get_adapter("https://a.test/")
-    with pytest.raises(outbound.OutboundError):
+    adapter = client.Sender(allow_private=False).session.get_adapter("https://a.test/")
+    with pytest.raises(OutboundError):
         adapter.get_connection("https://a.test/")
 
 
 def test_sender_is_one_per_process_and_policy():
-    assert outbound.sender(False) is outbound.sender(False)
-    assert outbound.sender(True) is not outbound.sender(False)
-    assert outbound.sender(False).session.trust_env is False
+    assert client.sender(False) is client.sender(False)
+    assert client.sender(True) is not client.sender(False)
+    assert client.sender(False).session.trust_env is False
 
 
 def test_guard_is_thread_safe_to_share():
-    sender = outbound.Sender(allow_private=True)
+    sender = client.Sender(allow_private=True)
     with Receiver() as receiver:
         results = []
         threads = [

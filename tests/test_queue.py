@@ -124,18 +124,6 @@ def test_enqueue_with_redis_unreachable_says_so_and_raises_nothing(app, caplog):
     assert "could not run tests.test_queue.answer_job on functions" in caplog.text
 
 
-def test_call_returns_what_the_job_returned(app, redis_url, redis_client, workers):
-    from tests.workers import rq_config, wait_for_worker
-
-    app.config.update(rq_config({}, redis_url))
-    workers.start(queues=("functions",))
-    wait_for_worker(workers, redis_client, ("functions",))
-    assert queue.call("functions", ANSWER_JOB, "42", timeout=5) == {"answer": "42"}
-    started = time.monotonic()
-    assert queue.call("functions", SLOW_JOB, 3, timeout=1.5) is None  # not in time
-    assert 1.4 < time.monotonic() - started < 2.0
-
-
 def test_inline_call_runs_the_job_here(app):
     assert queue.call("functions", ANSWER_JOB, "here", timeout=5) == {"answer": "here"}
 

@@ -6,6 +6,7 @@ from collections import defaultdict
 from typing import Any
 
 from flask import flash, g, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 from werkzeug.datastructures import MultiDict
 
 from app.dashboard import (
@@ -17,6 +18,7 @@ from app.dashboard import (
     rotation_page,
     secret_page,
 )
+from app.dashboard.confirm import Confirmation, ConfirmView
 from app.dashboard.formdata import Errors, as_form, changed, load_form
 from app.errors import Conflict, ValidationFailed
 from app.models import Agent, Function
@@ -173,24 +175,27 @@ def call_a_number(agent_id: str):
     return redirect(url_for("dashboard.call", call_id=call.id))
 
 
-@bp.route("/agents/<agent_id>/delete", methods=["GET", "POST"])
-def delete_agent(agent_id: str):
-    require_change()
-    agent = agent_service.get_agent(tenant=g.tenant, agent_id=agent_id)
-    if request.method == "GET":
-        return render_template(
-            "dashboard/confirm.html",
+class DeleteAgent(ConfirmView):
+    def find(self, agent_id: str) -> Agent:
+        return agent_service.get_agent(tenant=g.tenant, agent_id=agent_id)
+
+    def confirmation(self, agent: Agent) -> Confirmation:
+        return Confirmation(
             title=f"Delete agent {agent.name}",
             question=f"Delete the agent {agent.name}? Its phone numbers will answer no calls "
             "until another agent is assigned, and its functions are deleted with it. Past "
             "calls keep their record.",
-            action=url_for("dashboard.delete_agent", agent_id=agent.id),
             button="Delete agent",
             cancel=url_for("dashboard.agent", agent_id=agent.id),
         )
-    agent_service.delete_agent(tenant=g.tenant, actor=current_actor(), agent_id=agent.id)
-    flash(f"Agent {agent.name} deleted.", "success")
-    return redirect(url_for("dashboard.agents"))
+
+    def act(self, agent: Agent) -> ResponseReturnValue:
+        agent_service.delete_agent(tenant=g.tenant, actor=current_actor(), agent_id=agent.id)
+        flash(f"Agent {agent.name} deleted.", "success")
+        return redirect(url_for("dashboard.agents"))
+
+
+bp.add_url_rule("/agents/<agent_id>/delete", view_func=DeleteAgent.as_view("delete_agent"))
 
 
 @bp.route("/agents/<agent_id>/functions", methods=["POST"])
@@ -218,26 +223,33 @@ def new_function(agent_id: str):
     return _agent_page(agent, function_values=request.form, function_errors=errors), status
 
 
-@bp.route("/agents/<agent_id>/functions/<name>/delete", methods=["GET", "POST"])
-def delete_function(agent_id: str, name: str):
-    require_change()
-    agent = agent_service.get_agent(tenant=g.tenant, agent_id=agent_id)
-    function = function_service.get_function(agent=agent, name=name)
-    if request.method == "GET":
-        return render_template(
-            "dashboard/confirm.html",
+class DeleteFunction(ConfirmView):
+    def find(self, agent_id: str, name: str) -> tuple[Agent, Function]:
+        return _function_of(agent_id, name)
+
+    def confirmation(self, found: tuple[Agent, Function]) -> Confirmation:
+        agent, function = found
+        return Confirmation(
             title=f"Delete function {function.name}",
             question=f"Delete the function {function.name} of {agent.name}? The agent can "
             "no longer call it.",
-            action=url_for("dashboard.delete_function", agent_id=agent.id, name=function.name),
             button="Delete function",
             cancel=url_for("dashboard.agent", agent_id=agent.id),
         )
-    function_service.delete_function(
-        tenant=g.tenant, actor=current_actor(), agent_id=agent.id, name=function.name
-    )
-    flash(f"Function {function.name} deleted.", "success")
-    return redirect(url_for("dashboard.agent", agent_id=agent.id))
+
+    def act(self, found: tuple[Agent, Function]) -> ResponseReturnValue:
+        agent, function = found
+        function_service.delete_function(
+            tenant=g.tenant, actor=current_actor(), agent_id=agent.id, name=function.name
+        )
+        flash(f"Function {function.name} deleted.", "success")
+        return redirect(url_for("dashboard.agent", agent_id=agent.id))
+
+
+bp.add_url_rule(
+    "/agents/<agent_id>/functions/<name>/delete",
+    view_func=DeleteFunction.as_view("delete_function"),
+)
 
 
 def _function_of(agent_id: str, name: str) -> tuple[Agent, Function]:

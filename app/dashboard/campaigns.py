@@ -6,13 +6,16 @@ import io
 from typing import Any
 
 from flask import flash, g, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 from marshmallow import ValidationError
 from werkzeug.datastructures import MultiDict
 
 from app.dashboard import ALREADY_SENT, bp, current_actor, first_sending, require_change
+from app.dashboard.confirm import Confirmation, ConfirmView
 from app.dashboard.formdata import Errors, flatten, plain
 from app.dashboard.listing import PAGE_SIZE, page_links, read_query
 from app.errors import Conflict, ValidationFailed
+from app.models import Campaign
 from app.resources.campaigns.schemas import CampaignCreateSchema, ContactQueryArgsSchema
 from app.services import agents as agent_service
 from app.services import campaigns as campaign_service
@@ -257,23 +260,28 @@ def resume_campaign(campaign_id: str):
     return redirect(url_for("dashboard.campaign", campaign_id=found.id))
 
 
-@bp.route("/campaigns/<campaign_id>/cancel", methods=["GET", "POST"])
-def cancel_campaign(campaign_id: str):
-    require_change()
-    found = campaign_service.get_campaign(tenant=g.tenant, campaign_id=campaign_id)
-    if request.method == "GET":
-        return render_template(
-            "dashboard/confirm.html",
+class CancelCampaign(ConfirmView):
+    def find(self, campaign_id: str) -> Campaign:
+        return campaign_service.get_campaign(tenant=g.tenant, campaign_id=campaign_id)
+
+    def confirmation(self, found: Campaign) -> Confirmation:
+        return Confirmation(
             title=f"Cancel campaign {found.name}",
             question=f"Cancel the campaign {found.name} for good? Its queued calls are "
             "withdrawn and its pending contacts are never called; calls already ringing or "
             "answered go on to their end. A campaign cannot be started again.",
-            action=url_for("dashboard.cancel_campaign", campaign_id=found.id),
             button="Cancel campaign",
             cancel=url_for("dashboard.campaign", campaign_id=found.id),
         )
-    found = campaign_service.cancel_campaign(
-        tenant=g.tenant, actor=current_actor(), campaign_id=found.id
-    )
-    flash(f"Campaign {found.name} canceled.", "success")
-    return redirect(url_for("dashboard.campaign", campaign_id=found.id))
+
+    def act(self, found: Campaign) -> ResponseReturnValue:
+        found = campaign_service.cancel_campaign(
+            tenant=g.tenant, actor=current_actor(), campaign_id=found.id
+        )
+        flash(f"Campaign {found.name} canceled.", "success")
+        return redirect(url_for("dashboard.campaign", campaign_id=found.id))
+
+
+bp.add_url_rule(
+    "/campaigns/<campaign_id>/cancel", view_func=CancelCampaign.as_view("cancel_campaign")
+)

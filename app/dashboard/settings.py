@@ -11,10 +11,13 @@ from flask import (
     request,
     url_for,
 )
+from flask.typing import ResponseReturnValue
 
 from app.dashboard import ALREADY_SENT, bp, current_actor, first_sending, owner_only
+from app.dashboard.confirm import Confirmation, ConfirmView
 from app.dashboard.forms import AddUserForm, CreateKeyForm, RoleForm, ThresholdForm
 from app.dashboard.listing import page_links, read_query
+from app.models import ApiKey, User
 from app.resources.common import PageArgsSchema
 from app.services import audit, billing
 from app.services import keys as key_service
@@ -81,23 +84,30 @@ def api_keys():
     return response
 
 
-@bp.route("/settings/api-keys/<key_id>/revoke", methods=["GET", "POST"])
-def revoke_key(key_id: str):
+class RevokeKey(ConfirmView):
     """GET asks for confirmation; POST revokes (effective on the key's next request)."""
-    record = key_service.get_key(tenant=g.tenant, key_id=key_id)
-    if request.method == "GET":
-        return render_template(
-            "dashboard/confirm.html",
+
+    changers_only = False
+
+    def find(self, key_id: str) -> ApiKey:
+        return key_service.get_key(tenant=g.tenant, key_id=key_id)
+
+    def confirmation(self, record: ApiKey) -> Confirmation:
+        return Confirmation(
             title=f"Revoke key {record.name}?",
             question=f"Requests with the key {record.prefix}… are refused (401) from the next "
             "one on. This cannot be undone.",
-            action=url_for("dashboard.revoke_key", key_id=record.id),
             button="Revoke",
             cancel=url_for("dashboard.api_keys"),
         )
-    record, _ = key_service.revoke_key(key_id=record.id, actor=current_actor())
-    flash(f"The key {record.name} ({record.prefix}…) is revoked.", "success")
-    return redirect(url_for("dashboard.api_keys"))
+
+    def act(self, record: ApiKey) -> ResponseReturnValue:
+        record, _ = key_service.revoke_key(key_id=record.id, actor=current_actor())
+        flash(f"The key {record.name} ({record.prefix}…) is revoked.", "success")
+        return redirect(url_for("dashboard.api_keys"))
+
+
+bp.add_url_rule("/settings/api-keys/<key_id>/revoke", view_func=RevokeKey.as_view("revoke_key"))
 
 
 @bp.route("/settings/team", methods=["GET", "POST"])
@@ -138,25 +148,32 @@ def change_role(user_id: str):
     return redirect(url_for("dashboard.team"))
 
 
-@bp.route("/settings/team/<user_id>/disable", methods=["GET", "POST"])
-@owner_only
-def disable_user(user_id: str):
+class DisableUser(ConfirmView):
     """GET asks for confirmation; POST disables the user and ends their sessions."""
-    user = user_service.get_user(tenant=g.tenant, user_id=user_id)
-    if user.id == g.user.id:
-        abort(409, "You cannot disable yourself; another owner can.")
-    if request.method == "GET":
-        return render_template(
-            "dashboard/confirm.html",
+
+    decorators = [owner_only]
+
+    def find(self, user_id: str) -> User:
+        user = user_service.get_user(tenant=g.tenant, user_id=user_id)
+        if user.id == g.user.id:
+            abort(409, "You cannot disable yourself; another owner can.")
+        return user
+
+    def confirmation(self, user: User) -> Confirmation:
+        return Confirmation(
             title=f"Disable {user.email}?",
             question="They can no longer sign in, and their open sessions end at once.",
-            action=url_for("dashboard.disable_user", user_id=user.id),
             button="Disable",
             cancel=url_for("dashboard.team"),
         )
-    user, _ = user_service.disable(user=user, actor=current_actor())
-    flash(f"{user.email} is disabled and signed out.", "success")
-    return redirect(url_for("dashboard.team"))
+
+    def act(self, user: User) -> ResponseReturnValue:
+        user, _ = user_service.disable(user=user, actor=current_actor())
+        flash(f"{user.email} is disabled and signed out.", "success")
+        return redirect(url_for("dashboard.team"))
+
+
+bp.add_url_rule("/settings/team/<user_id>/disable", view_func=DisableUser.as_view("disable_user"))
 
 
 @bp.route("/settings/team/<user_id>/enable", methods=["POST"])

@@ -5,9 +5,11 @@ import difflib
 from dataclasses import dataclass
 
 from flask import flash, g, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 from marshmallow import ValidationError
 
-from app.dashboard import bp, current_actor, require_change
+from app.dashboard import bp, current_actor
+from app.dashboard.confirm import Confirmation, ConfirmView
 from app.dashboard.listing import PAGE_SIZE
 from app.models import Agent, AgentVersion
 from app.resources.common import PageArgsSchema
@@ -117,31 +119,38 @@ def agent_version(agent_id: str, version: int):
     return _version_page(agent, found)
 
 
-@bp.route(VERSION + "/restore", methods=["GET", "POST"])
-def restore_version(agent_id: str, version: int):
+class RestoreVersion(ConfirmView):
     """GET asks for confirmation; POST makes the agent's next version equal to this one."""
-    require_change()
-    agent = agent_service.get_agent(tenant=g.tenant, agent_id=agent_id)
-    number = version_service.get_version(
-        tenant=g.tenant, agent_id=agent.id, version=version
-    ).version
-    if request.method == "GET":
-        return render_template(
-            "dashboard/confirm.html",
+
+    def find(self, agent_id: str, version: int) -> tuple[Agent, int]:
+        agent = agent_service.get_agent(tenant=g.tenant, agent_id=agent_id)
+        number = version_service.get_version(
+            tenant=g.tenant, agent_id=agent.id, version=version
+        ).version
+        return agent, number
+
+    def confirmation(self, found: tuple[Agent, int]) -> Confirmation:
+        agent, number = found
+        return Confirmation(
             title=f"Restore version {number} of {agent.name}",
             question=f"Make version {number} the agent's version again? Its prompt, settings "
             "and functions become the agent's next version, which numbers that follow the "
             "latest version answer with from their next call (pinned numbers stay pinned). "
             "Nothing is lost: the versions after it stay in the list.",
-            action=url_for("dashboard.restore_version", agent_id=agent.id, version=number),
             button=f"Restore version {number}",
             cancel=url_for("dashboard.agent_version", agent_id=agent.id, version=number),
         )
-    restored = version_service.restore(
-        tenant=g.tenant, actor=current_actor(), agent_id=agent.id, version=number
-    )
-    if restored.version == agent.version:
-        flash(f"Version {number} is what the agent holds already: nothing changed.", "info")
-    else:
-        flash(f"Version {number} restored as version {restored.version}.", "success")
-    return redirect(url_for("dashboard.agent_versions", agent_id=agent.id))
+
+    def act(self, found: tuple[Agent, int]) -> ResponseReturnValue:
+        agent, number = found
+        restored = version_service.restore(
+            tenant=g.tenant, actor=current_actor(), agent_id=agent.id, version=number
+        )
+        if restored.version == agent.version:
+            flash(f"Version {number} is what the agent holds already: nothing changed.", "info")
+        else:
+            flash(f"Version {number} restored as version {restored.version}.", "success")
+        return redirect(url_for("dashboard.agent_versions", agent_id=agent.id))
+
+
+bp.add_url_rule(VERSION + "/restore", view_func=RestoreVersion.as_view("restore_version"))

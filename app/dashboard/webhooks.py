@@ -5,6 +5,7 @@ from datetime import timedelta
 from typing import Any
 
 from flask import flash, g, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 from marshmallow import ValidationError
 from werkzeug.datastructures import MultiDict
 
@@ -17,6 +18,7 @@ from app.dashboard import (
     rotation_page,
     secret_page,
 )
+from app.dashboard.confirm import Confirmation, ConfirmView
 from app.dashboard.formdata import Errors, as_form, changed, flatten, load_form
 from app.errors import Conflict, ValidationFailed
 from app.models import Webhook
@@ -28,9 +30,9 @@ from app.resources.webhooks.schemas import (
     WebhookSchema,
     WebhookUpdateSchema,
 )
-from app.services import deliveries as delivery_service
 from app.services import webhooks as webhook_service
-from app.services.deliveries import STATUSES
+from app.services.deliveries import log as delivery_log
+from app.services.deliveries.log import STATUSES
 from app.services.events import EVENT_TYPES
 from app.services.pages import COUNT_LIMIT
 from app.util import utcnow
@@ -142,7 +144,7 @@ def _webhook_page(
         event_types=EVENT_TYPES,
         secret=secret,
         rotated=rotated,
-        log=delivery_service.list_deliveries(webhook=webhook, **log_args),
+        log=delivery_log.list_deliveries(webhook=webhook, **log_args),
         log_status=log_args.get("status", ""),
         statuses=STATUSES,
         count_limit=COUNT_LIMIT,
@@ -251,10 +253,10 @@ def replay_webhook(webhook_id: str):
 
 @bp.route("/webhooks/deliveries/<delivery_id>/retry", methods=["POST"])
 def retry_delivery(delivery_id: str):
-    delivery = delivery_service.get_delivery(tenant=g.tenant, delivery_id=delivery_id)
+    delivery = delivery_log.get_delivery(tenant=g.tenant, delivery_id=delivery_id)
     webhook = webhook_service.get_webhook(tenant=g.tenant, webhook_id=delivery.webhook_id)
     try:
-        delivery_service.retry(tenant=g.tenant, actor=current_actor(), delivery_id=delivery.id)
+        delivery_log.retry(tenant=g.tenant, actor=current_actor(), delivery_id=delivery.id)
     except Conflict as exc:  # the webhook is disabled
         flash(exc.message, "error")
         return _webhook_page(webhook), 409
@@ -265,20 +267,25 @@ def retry_delivery(delivery_id: str):
     return redirect(url_for("dashboard.webhook", webhook_id=webhook.id))
 
 
-@bp.route("/webhooks/<webhook_id>/delete", methods=["GET", "POST"])
-def delete_webhook(webhook_id: str):
-    require_change()
-    webhook = webhook_service.get_webhook(tenant=g.tenant, webhook_id=webhook_id)
-    if request.method == "GET":
-        return render_template(
-            "dashboard/confirm.html",
+class DeleteWebhook(ConfirmView):
+    def find(self, webhook_id: str) -> Webhook:
+        return webhook_service.get_webhook(tenant=g.tenant, webhook_id=webhook_id)
+
+    def confirmation(self, webhook: Webhook) -> Confirmation:
+        return Confirmation(
             title="Delete webhook",
             question=f"Delete the webhook to {webhook.url}? It receives nothing more, and its "
             "delivery log is deleted with it.",
-            action=url_for("dashboard.delete_webhook", webhook_id=webhook.id),
             button="Delete webhook",
             cancel=url_for("dashboard.webhook", webhook_id=webhook.id),
         )
-    webhook_service.delete_webhook(tenant=g.tenant, actor=current_actor(), webhook_id=webhook.id)
-    flash("Webhook deleted.", "success")
-    return redirect(url_for("dashboard.webhooks"))
+
+    def act(self, webhook: Webhook) -> ResponseReturnValue:
+        webhook_service.delete_webhook(
+            tenant=g.tenant, actor=current_actor(), webhook_id=webhook.id
+        )
+        flash("Webhook deleted.", "success")
+        return redirect(url_for("dashboard.webhooks"))
+
+
+bp.add_url_rule("/webhooks/<webhook_id>/delete", view_func=DeleteWebhook.as_view("delete_webhook"))

@@ -58,7 +58,7 @@ MAX_INT32 = 2**31 - 1
 # port, path and query. The host neither starts with * nor has a % other than a
 # percent-escape of a character that is not a control character (%00-%1F, %7F): requests and
 # urllib3, which the sender prepares URLs with, refuse those.
-# app.outbound.check_url is the full rule (https only, and no private host, unless
+# app.outbound.policy.check_url is the full rule (https only, and no private host, unless
 # ALLOW_PRIVATE_URLS is set).
 HOST_CHAR = r"([A-Za-z0-9._~!$&'()+,;=-]|%([2-6][0-9A-Fa-f]|7[0-9A-Ea-e]|[89A-Fa-f][0-9A-Fa-f]))"
 URL_PATTERN = rf"^https?://{HOST_CHAR}({HOST_CHAR}|\*)*(:[0-9]{{1,4}})?([/?#][!-~]*)?$"

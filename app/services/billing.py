@@ -92,6 +92,22 @@ def grant(*, tenant: Tenant, actor: Actor, minutes: int, note: str = "") -> Cred
     return entry
 
 
+def adjust(*, tenant: Tenant, actor: Actor, minutes: int, note: str = "") -> CreditTransaction:
+    """Correct the balance by signed minutes (an adjustment ledger entry, the audit entry's
+    target); unlike a charge it emits no credits.low."""
+    if minutes == 0:
+        raise ValidationFailed("Adjust by at least 1 minute, up or down.")
+    with unit_of_work():
+        entry, _ = _move(
+            tenant_id=tenant.id,
+            type="adjustment",
+            minutes=minutes,
+            description=note or f"Adjusted by {minutes:+d} minutes",
+        )
+        audit.write(actor, tenant_id=tenant.id, action="credits.adjusted", target_id=entry.id)
+    return entry
+
+
 def usage_minutes(talk_time_seconds: int) -> int:
     """Minutes charged for a call: every started minute of talk time."""
     return -(-talk_time_seconds // 60)

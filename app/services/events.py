@@ -15,7 +15,9 @@ from typing import Any
 
 from app.errors import NotFound
 from app.models import Delivery, Event, Tenant, Webhook
-from app.services import deliveries as delivery_service
+from app.services.deliveries import dispatch as delivery_dispatch
+from app.services.deliveries import log as delivery_log
+from app.services.deliveries import wire as delivery_wire
 from app.util import new_id, utcnow
 
 EVENT_TYPES = (
@@ -90,7 +92,7 @@ def emit(
     dispatched in it too, and their jobs enqueued once it commits. seq: as record's.
     dispatch=False: only write them, for a caller whose answer must not wait for their
     dispatch (a function call's job: the web process dispatches them once it has answered,
-    deliveries.dispatch_after_response).
+    deliveries.dispatch.dispatch_after_response).
     """
     # Read before record() locks the tenant row: the lock is held for as short a time as can be.
     webhooks = list(
@@ -112,7 +114,7 @@ def emit(
     if deliveries:
         Delivery.insert_many(deliveries).execute()  # one statement for all of them
         if dispatch:
-            delivery_service.dispatch_within(tenant_id)
+            delivery_dispatch.dispatch_within(tenant_id)
     return event
 
 
@@ -137,6 +139,17 @@ def for_call(*, tenant: Tenant, call_id: str) -> list[Event]:
         for delivery in rows:
             by_id[delivery.event_id].delivery_list.append(delivery)
     return found
+
+
+def call_events_since(*, tenant_id: str, call_id: str, since: datetime) -> list[Event]:
+    """The events of the tenant's log from since on that are the call's or name no call
+    (credits.low), oldest first: what a call just driven from start to end emitted."""
+    emitted = (
+        Event.select()
+        .where((Event.tenant == tenant_id) & (Event.created_at >= since))
+        .order_by(Event.created_at)
+    )
+    return [event for event in emitted if event.data.get("callId", call_id) == call_id]
 
 
 @dataclass(frozen=True)
@@ -185,7 +198,7 @@ def list_events(
         )
     shown = rows[:limit]
     return LogPage(
-        events=[delivery_service.event_payload(event) for event in shown],
+        events=[delivery_wire.event_payload(event) for event in shown],
         has_more=len(rows) > limit,
         next_after=shown[-1].id if shown else after,
     )
@@ -202,8 +215,8 @@ def event_detail(*, tenant: Tenant, event_id: str) -> dict[str, Any]:
     )
     for delivery in found:
         delivery.event = event  # the delivery's event name, without a query per delivery
-    deliveries = delivery_service.with_attempts(found)
-    return {**delivery_service.event_payload(event), "deliveries": deliveries}
+    deliveries = delivery_log.with_attempts(found)
+    return {**delivery_wire.event_payload(event), "deliveries": deliveries}
 
 
 def ids_in_range(

@@ -29,12 +29,15 @@ from urllib.parse import urlencode
 import peewee as pw
 from flask import current_app
 
-from app import metrics, outbound, queue
+from app import metrics, queue, signing
 from app.db import transaction
 from app.errors import Conflict, NotFound
 from app.models import AgentVersion, Call, Function, FunctionInvocation, Tenant
+from app.outbound import client
+from app.outbound.errors import OutboundError, OutboundTimeout
 from app.services import agents as agent_service
-from app.services import deliveries, events, snapshots
+from app.services import events, snapshots
+from app.services.deliveries import dispatch as delivery_dispatch
 from app.services.functions import DEFAULT_TIMEOUT_MS, argument_errors, get_function
 from app.util import new_id, utcnow
 
@@ -263,7 +266,7 @@ def _run_and_wait(invocation: Invocation) -> Outcome:
         queue.give_back_place(group, invocation.id)
         # The job wrote function.called's deliveries without dispatching them, so as not to
         # hold up the answer: they are dispatched once it is sent.
-        deliveries.dispatch_after_response(invocation.tenant_id)
+        delivery_dispatch.dispatch_after_response(invocation.tenant_id)
 
 
 def _wait_for_job(invocation: Invocation) -> Outcome:
@@ -348,17 +351,16 @@ def signed_request(
         "parameters": invocation.parameters,
     }
     headers = {"Content-Type": "application/json"}
-    previous = function.previous_secret_in_use()  # while a rotated secret overlaps
-    keys = [function.signing_secret, *([previous] if previous else [])]
+    keys = signing.keys(function.signing_secret, function.previous_secret_in_use())
     if method in BODY_METHODS:
         body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
-        headers.update(outbound.signature_headers(keys, body))
+        headers.update(signing.signature_headers(keys, body))
         return endpoint, body, headers
     values = {"callId": invocation.call_id, "functionName": invocation.function_name}
     for name, value in invocation.parameters.items():
         values[name] = value if isinstance(value, str) else json.dumps(value)
     query = urlencode(values)
-    headers.update(outbound.signature_headers(keys, query.encode()))
+    headers.update(signing.signature_headers(keys, query.encode()))
     separator = "&" if "?" in endpoint else "?"
     return f"{endpoint}{separator}{query}", None, headers
 
@@ -372,7 +374,7 @@ def _call_endpoint(function: Function, invocation: Invocation) -> tuple[Outcome,
     url, body, headers = signed_request(function, invocation)
     method = _target(function, invocation)[1]
     remaining = invocation.endpoint_deadline - time.time()
-    sender = outbound.sender(current_app.config["ALLOW_PRIVATE_URLS"])
+    sender = client.sender(current_app.config["ALLOW_PRIVATE_URLS"])
     try:
         response = sender.send(
             method,
@@ -381,9 +383,9 @@ def _call_endpoint(function: Function, invocation: Invocation) -> tuple[Outcome,
             headers=headers,
             timeout=(min(CONNECT_TIMEOUT_S, remaining), remaining),
         )
-    except outbound.OutboundTimeout:
+    except OutboundTimeout:
         return timed_out(invocation.timeout_ms), None
-    except outbound.OutboundError as exc:
+    except OutboundError as exc:
         return Outcome.failure("function_unreachable", f"The endpoint is unreachable: {exc}"), None
     if not 200 <= response.status_code < 300:
         return Outcome.failure(

@@ -8,10 +8,10 @@ from typing import Any, cast
 
 from peewee import fn
 
-from app import outbound
 from app.db import unit_of_work
 from app.errors import Conflict, NotFound
 from app.models import Agent, Function, Tenant
+from app.outbound.policy import require_safe_url
 from app.services import agents as agent_service
 from app.services import audit, limits, secrets, snapshots
 from app.services.audit import Actor
@@ -65,7 +65,7 @@ def create_function(
     """Define a function on one of the tenant's agents; names are unique per agent (among its
     live functions). Makes the agent's next version. The endpoint's host is resolved (the URL
     rules) before the transaction opens."""
-    outbound.require_safe_url(fields["endpoint"], field="endpoint")
+    require_safe_url(fields["endpoint"], field="endpoint")
     with unit_of_work():
         agent = agent_service.lock_agent(tenant=tenant, agent_id=agent_id)
         exists = Function.select().where(
@@ -99,7 +99,7 @@ def update_function(
     new endpoint's host is resolved before the transaction opens. A change makes the agent's
     next version; the audit entry names the fields whose value changed (none: no entry)."""
     if "endpoint" in fields:
-        outbound.require_safe_url(fields["endpoint"], field="endpoint")
+        require_safe_url(fields["endpoint"], field="endpoint")
     with unit_of_work():
         agent = agent_service.lock_agent(tenant=tenant, agent_id=agent_id)
         function = get_function(agent=agent, name=name)

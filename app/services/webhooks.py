@@ -5,13 +5,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app import outbound
 from app.db import is_sqlite, unit_of_work
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Delivery, Tenant, Webhook
-from app.services import audit, deliveries, limits, secrets
+from app.outbound.policy import require_safe_url
+from app.services import audit, limits, secrets
 from app.services import events as event_service
 from app.services.audit import Actor
+from app.services.deliveries import attempt as delivery_attempt
+from app.services.deliveries import dispatch as delivery_dispatch
+from app.services.deliveries import log as delivery_log
 from app.util import isoformat, new_id, utcnow
 
 TEST_EVENT = event_service.TEST_EVENT
@@ -91,7 +94,7 @@ def create_webhook(
 ) -> Webhook:
     """Register a webhook; its URL's host is resolved (the URL rules) before the transaction
     opens."""
-    outbound.require_safe_url(url, field="url")
+    require_safe_url(url, field="url")
     with unit_of_work():
         limits.check(tenant.id, "webhooks")
         webhook = Webhook.create(
@@ -107,7 +110,7 @@ def update_webhook(*, tenant: Tenant, actor: Actor, webhook_id: str, **fields: A
     host is resolved before the transaction opens. The audit entry names the fields whose
     value changed (none: no entry)."""
     if "url" in fields:
-        outbound.require_safe_url(fields["url"], field="url")
+        require_safe_url(fields["url"], field="url")
     with unit_of_work():
         webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
         changed = [name for name, value in fields.items() if getattr(webhook, name) != value]
@@ -124,7 +127,7 @@ def update_webhook(*, tenant: Tenant, actor: Actor, webhook_id: str, **fields: A
         webhook.updated_at = utcnow()
         webhook.save()
         if enable is False and webhook.is_active:
-            deliveries.disable(webhook, reason=None)
+            delivery_attempt.disable(webhook, reason=None)
         if changed:
             audit.write(
                 actor,
@@ -194,9 +197,9 @@ def send_test(*, tenant: Tenant, actor: Actor, webhook_id: str) -> Delivery:
             target_id=webhook.id,
             details={"deliveryId": delivery.id},
         )
-        deliveries.defer_dispatch(tenant.id)
+        delivery_dispatch.defer_dispatch(tenant.id)
     delivery.event = event
-    return deliveries.with_attempts([delivery])[0]
+    return delivery_log.with_attempts([delivery])[0]
 
 
 def replay(
@@ -284,5 +287,5 @@ def replay(
             },
         )
         if rows:
-            deliveries.defer_dispatch(tenant.id)
+            delivery_dispatch.defer_dispatch(tenant.id)
     return len(rows)

@@ -3,6 +3,7 @@ webhooks, on a database and Redis of their own, with the tenants' receivers and 
 REST API as real HTTP servers on 127.0.0.1; one for the whole package."""
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,9 +11,14 @@ import pytest
 from redis import Redis
 
 from app import create_app, db
+from tests.bridge.stack import TWILIO_BOT
 from tests.conftest import RUNTIME_TOKEN, fresh_database_url
 from tests.receiver import Answer, Receiver
-from tests.workers import Workers, rq_config, wait_for_worker
+from tests.system.workers import Workers, rq_config, wait_for_worker
+
+# The Twilio bot is a folder of scripts, as Pipecat's examples are (server.py imports bot.py
+# by its own name): the tests import its modules from there.
+sys.path.insert(0, str(TWILIO_BOT))
 
 
 def endpoint_answer(request):

@@ -14,7 +14,7 @@ import aiohttp
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from voiceagent_bridge.twilio_bot import twilio_signature
+from voiceagent_bridge.twilio import twilio_signature
 
 ACCOUNT_SID = "AC" + "0" * 32
 AUTH_TOKEN = "twilio-test-auth-token"

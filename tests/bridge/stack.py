@@ -3,6 +3,7 @@ database), tenants set up through its API, and the example bot as its own proces
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import requests
 from tests.bridge.phone import ACCOUNT_SID, AUTH_TOKEN
 from tests.conftest import RUNTIME_TOKEN
 from tests.helpers import ACTOR
-from tests.workers import ROOT, WEBHOOK_SECRET, Workers, free_port
+from tests.system.workers import ROOT, WEBHOOK_SECRET, Workers, free_port
 
 PARAMETERS = {
     "type": "object",
@@ -24,6 +25,10 @@ PARAMETERS = {
 }
 EVENTS = ["call.started", "call.answered", "call.transcript", "call.ended", "function.called"]
 FUNCTION_SECRET = "bridge-function-secret"
+TWILIO_BOT = ROOT / "bridge" / "bots" / "twilio"
+# Every setting the bot reads, blank unless a test gives it: a .env left beside the bot sets
+# none of them here.
+BOT_SETTINGS = re.findall(r"^([A-Z_]+)=", (TWILIO_BOT / "env.example").read_text(), re.M)
 
 
 def wait_for_port(port: int, timeout: float, what: str, logs=lambda: "") -> None:
@@ -38,7 +43,8 @@ def wait_for_port(port: int, timeout: float, what: str, logs=lambda: "") -> None
 
 
 class Bot:
-    """python -m voiceagent_bridge.twilio_bot with the scripted services, on a free port."""
+    """The Twilio bot (bridge/bots/twilio/server.py) with the scripted services, on a free
+    port."""
 
     def __init__(self, log_dir: Path, service_url: str, twilio_api_url: str, **settings) -> None:
         self.port = free_port()
@@ -46,6 +52,9 @@ class Bot:
         self.log = log_dir / f"bot-{self.port}.log"
         env = {
             **os.environ,
+            **dict.fromkeys(BOT_SETTINGS, ""),
+            # The scripted services are in tests/.
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
             "SERVICE_URL": service_url,
             "RUNTIME_TOKEN": RUNTIME_TOKEN,
             "PUBLIC_URL": self.url,
@@ -57,7 +66,7 @@ class Bot:
         }
         with open(self.log, "w") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "voiceagent_bridge.twilio_bot", "--port", str(self.port)],
+                [sys.executable, str(TWILIO_BOT / "server.py"), "--port", str(self.port)],
                 cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True,
             )  # fmt: skip
 

@@ -11,7 +11,7 @@ import pytest
 from tests.bridge.stack import PARAMETERS, api, set_up_line
 from tests.conftest import RUNTIME_TOKEN
 from tests.helpers import ACTOR
-from tests.workers import free_port
+from tests.system.workers import free_port
 from voiceagent_bridge.client import (
     CallNotActive,
     ConcurrencyLimit,

@@ -15,9 +15,9 @@ from tests.bridge import stack
 from tests.bridge.phone import ACCOUNT_SID, AUTH_TOKEN, Phone
 from tests.bridge.stack import api, call_detail, set_up_line
 from tests.conftest import RUNTIME_TOKEN
-from tests.workers import wait_until
+from tests.system.workers import wait_until
 from voiceagent_bridge.client import RuntimeClient
-from voiceagent_bridge.twilio_bot import Bot, BotSettings, stream_token
+from voiceagent_bridge.twilio import TwilioAccount, TwilioLine, stream_token
 
 pytestmark = pytest.mark.slow
 
@@ -39,14 +39,7 @@ def test_a_claimed_call_is_dialled_through_twilio_and_reported_failed_when_unans
         did="+6221555401",
         agent={"name": "Sales", "systemPrompt": "Sell."},
     )
-    settings = BotSettings(
-        service_url=service.base_url,
-        runtime_token=RUNTIME_TOKEN,
-        public_url="https://bot.example.test",
-        twilio_account_sid=ACCOUNT_SID,
-        twilio_auth_token=AUTH_TOKEN,
-        twilio_api_url=service.twilio.url,
-    )
+    account = TwilioAccount(ACCOUNT_SID, AUTH_TOKEN, service.twilio.url)
 
     place_call(service.base_url, line, CALLEE)
 
@@ -54,11 +47,11 @@ def test_a_claimed_call_is_dialled_through_twilio_and_reported_failed_when_unans
         async with RuntimeClient(service.base_url, RUNTIME_TOKEN) as client:
             (claimed,) = await client.dispatch(max_calls=1)
             assert claimed.call.status == "ringing"
-            bot = Bot(settings, factory=lambda call, session: None, client=client)
-            await bot.dial(claimed)
-            dialling = set(bot.dialing)
-            await bot.unanswered(claimed.call.id, "no_answer")
-            return claimed.call.id, dialling, set(bot.dialing)
+            twilio = TwilioLine(client, account, "https://bot.example.test")
+            await twilio.dial(claimed)
+            dialling = set(twilio.dialing)
+            await twilio.unanswered(claimed.call.id, "no_answer")
+            return claimed.call.id, dialling, set(twilio.dialing)
 
     call_id, dialling, after = asyncio.run(dial())
     assert dialling == {call_id} and after == set()

@@ -1,16 +1,13 @@
-"""The example bot's own pieces: Twilio's signature, its settings, its default services."""
+"""The Twilio bot's own pieces: Twilio's signature, its settings, its default services."""
 
 import xml.etree.ElementTree as ET
 
 import pytest
 
+from bot import openai_services
+from server import BotSettings
 from voiceagent_bridge.client import Call, FunctionSpec, Session
-from voiceagent_bridge.twilio_bot import (
-    BotSettings,
-    openai_services,
-    stream_twiml,
-    twilio_signature,
-)
+from voiceagent_bridge.twilio import stream_twiml, stream_url, twilio_signature
 
 REQUIRED = {
     "SERVICE_URL": "http://127.0.0.1:5000",
@@ -36,7 +33,7 @@ def test_twilio_signature_matches_twilios_own_example():
 
 def test_settings_come_from_the_environment_and_name_what_is_missing():
     settings = BotSettings.from_env({**REQUIRED, "BOT_MAX_CALL_SECONDS": "90"})
-    assert settings.stream_url == "wss://bot.example.test/twilio/stream"
+    assert stream_url(settings.public_url) == "wss://bot.example.test/twilio/stream"
     assert settings.options().max_call_seconds == 90 and settings.dispatch is False
     with pytest.raises(SystemExit, match="Set RUNTIME_TOKEN, TWILIO_AUTH_TOKEN"):
         BotSettings.from_env({**REQUIRED, "RUNTIME_TOKEN": "", "TWILIO_AUTH_TOKEN": ""})

@@ -29,8 +29,8 @@ from tests.bridge.stack import (
 )
 from tests.conftest import RUNTIME_TOKEN
 from tests.receiver import Receiver
-from tests.workers import free_port, wait_until
-from voiceagent_bridge.twilio_bot import twilio_signature
+from tests.system.workers import free_port, wait_until
+from voiceagent_bridge.twilio import twilio_signature
 
 pytestmark = pytest.mark.slow
 

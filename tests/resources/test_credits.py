@@ -68,7 +68,7 @@ def test_transactions_newest_first_with_fields(client, headers, runtime_headers,
 def test_transactions_filter_by_type_and_paginate(client, headers, tenant):
     for minutes in (1, 2, 3):
         billing.grant(actor=ACTOR, tenant=tenant, minutes=minutes)
-    billing._move(tenant_id=tenant.id, type="adjustment", minutes=-1)
+    billing.adjust(tenant=tenant, actor=ACTOR, minutes=-1)
     page = client.get("/api/v1/credits/transactions?type=purchase&limit=2", headers=headers).json
     assert [entry["minutes"] for entry in page["transactions"]] == [3, 2]
     assert page["pagination"] == {"total": 3, "limit": 2, "offset": 0, "hasMore": True}

@@ -11,8 +11,9 @@ from openapi_schema_validator import validate as validate_body
 from app.db import database
 from app.models import Event
 from app.resources.events.payloads import EVENT_DATA
-from app.services import deliveries, events
+from app.services import events
 from app.services import tenants as tenant_service
+from app.services.deliveries import wire as delivery_wire
 from tests.call_flow import CALLER, RUNTIME, end_body
 from tests.helpers import ACTOR
 from tests.helpers import EVENT_DATA as SAMPLES
@@ -69,7 +70,7 @@ def test_an_event_is_shown_as_its_deliveries_send_it(client, headers, tenant, na
         event = events.emit(tenant_id=tenant.id, type=name, data=SAMPLES[name])
     detail = client.get(f"/api/v1/events/{event.id}", headers=headers).json
     assert {key: detail[key] for key in ("id", "event", "timestamp", "data")} == json.loads(
-        deliveries.event_body(event)
+        delivery_wire.event_body(event)
     )
     spec = document(client)
     assert_valid(spec, detail, "EventDetail")

@@ -8,9 +8,10 @@ from playhouse.test_utils import count_queries
 
 from app.db import database
 from app.models import Event
-from app.services import deliveries, events
+from app.services import events
 from app.services import keys as key_service
 from app.services import webhooks as webhook_service
+from app.services.deliveries import wire as delivery_wire
 from tests.helpers import ACTOR, assert_error, event_data
 from tests.receiver import Receiver
 
@@ -39,7 +40,7 @@ def test_events_come_oldest_first_as_their_webhook_bodies(client, headers, tenan
         emit(tenant, "credits.low", balanceMinutes=3, threshold=10),
     ]
     listed = page(client, headers)
-    assert listed["events"] == [json.loads(deliveries.event_body(event)) for event in sent]
+    assert listed["events"] == [json.loads(delivery_wire.event_body(event)) for event in sent]
     assert list(listed["events"][0]) == ["id", "event", "timestamp", "data"]
     assert listed["hasMore"] is False and listed["nextAfter"] == sent[-1].id
 
@@ -217,7 +218,7 @@ def test_get_an_event_with_its_deliveries(client, headers, tenant):
     assert response.status_code == 200
     detail = response.json
     assert {key: detail[key] for key in ("id", "event", "timestamp", "data")} == json.loads(
-        deliveries.event_body(event)
+        delivery_wire.event_body(event)
     )
     assert [d["webhookId"] for d in detail["deliveries"]] == [first.id, second.id]
     delivery = detail["deliveries"][0]

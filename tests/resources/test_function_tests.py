@@ -1,7 +1,7 @@
 """Function tests: POST /agents/:id/functions/:name/test against real endpoints on 127.0.0.1.
 
 Inline mode here (the job runs in the web process, as `make run` without Redis); the same
-test through a real worker.py process is in tests/test_function_worker.py.
+test through a real worker.py process is in tests/system/test_function_worker.py.
 """
 
 import hashlib

@@ -4,7 +4,7 @@ POST /agents/:id/functions/:name/rotate-secret.
 The new secret is shown once; the old one signs beside it until the overlap ends. A function's
 requests (through its test endpoint, to a real endpoint on 127.0.0.1) carry both signatures
 during the overlap and only the new one after; the clock moves through the stored expiry.
-Webhook deliveries through a real worker.py are in tests/test_worker.py.
+Webhook deliveries through a real worker.py are in tests/system/test_worker.py.
 """
 
 import hashlib

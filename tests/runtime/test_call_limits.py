@@ -63,7 +63,7 @@ def test_a_start_over_the_limit_is_recorded_failed_and_409(client, runtime_heade
 
 
 def test_a_refused_start_takes_no_slot(client, runtime_headers, tenant, did):
-    billing._move(tenant_id=tenant.id, type="adjustment", minutes=-100)
+    billing.adjust(tenant=tenant, actor=ACTOR, minutes=-100)
     assert_error(start(client, runtime_headers, did), 409, "no_credits")
     assert active_calls(tenant) == 0
 

@@ -92,7 +92,7 @@ def test_start_call_records_ringing_call_and_returns_session(client, runtime_hea
 
 
 def test_session_time_limit_is_the_balance_when_lower(client, runtime_headers, tenant, did):
-    billing._move(tenant_id=tenant.id, type="adjustment", minutes=-97)
+    billing.adjust(tenant=tenant, actor=ACTOR, minutes=-97)
     session = start(client, runtime_headers, did).json["session"]
     assert session["maxCallDurationSeconds"] == 180
 
@@ -105,7 +105,7 @@ def credits(client, headers):
 def test_an_open_call_holds_its_allowance_until_it_ends(
     client, headers, runtime_headers, tenant, did
 ):
-    billing._move(tenant_id=tenant.id, type="adjustment", minutes=-85)  # 15 minutes left
+    billing.adjust(tenant=tenant, actor=ACTOR, minutes=-85)  # 15 minutes left
     first = start(client, runtime_headers, did).json
     assert first["session"]["maxCallDurationSeconds"] == 600
     assert credits(client, headers) == (15, 10, 5)
@@ -132,7 +132,7 @@ def test_an_open_call_holds_its_allowance_until_it_ends(
 def test_a_repeated_provider_call_id_answers_with_the_same_allowance(
     client, runtime_headers, tenant, did
 ):
-    billing._move(tenant_id=tenant.id, type="adjustment", minutes=-96)
+    billing.adjust(tenant=tenant, actor=ACTOR, minutes=-96)
     first = start(client, runtime_headers, did, providerCallId="prov-hold").json
     again = start(client, runtime_headers, did, providerCallId="prov-hold")
     assert again.status_code == 200
@@ -144,7 +144,7 @@ def test_a_repeated_provider_call_id_answers_with_the_same_allowance(
 def test_talk_beyond_the_allowance_overdraws_by_at_most_the_excess(
     client, runtime_headers, tenant, did
 ):
-    billing._move(tenant_id=tenant.id, type="adjustment", minutes=-98)
+    billing.adjust(tenant=tenant, actor=ACTOR, minutes=-98)
     call = start(client, runtime_headers, did).json
     assert call["session"]["maxCallDurationSeconds"] == 120
     answer(client, runtime_headers, call["id"])
@@ -156,7 +156,7 @@ def test_talk_beyond_the_allowance_overdraws_by_at_most_the_excess(
 def test_a_call_whose_hold_lapses_is_closed_as_runtime_lost_and_its_late_end_refused(
     client, headers, runtime_headers, tenant, did
 ):
-    billing._move(tenant_id=tenant.id, type="adjustment", minutes=-80)
+    billing.adjust(tenant=tenant, actor=ACTOR, minutes=-80)
     lost = start(client, runtime_headers, did).json
     kept = start(client, runtime_headers, did).json
     assert credits(client, headers) == (20, 20, 0)
@@ -349,7 +349,7 @@ def test_unknown_number_is_no_agent_and_records_nothing(client, runtime_headers)
 
 @pytest.mark.parametrize("balance", [0, -3])
 def test_no_credits_is_recorded_failed(client, runtime_headers, tenant, did, balance):
-    billing._move(tenant_id=tenant.id, type="adjustment", minutes=balance - 100)
+    billing.adjust(tenant=tenant, actor=ACTOR, minutes=balance - 100)
     call = assert_rejected(start(client, runtime_headers, did), "no_credits")
     assert call.agent_id is not None
     assert balance_of(tenant) == balance
@@ -360,7 +360,7 @@ def test_no_credits_is_recorded_failed(client, runtime_headers, tenant, did, bal
 def test_repeated_provider_call_id_of_a_rejected_call_is_409_again(
     client, runtime_headers, tenant, did
 ):
-    billing._move(tenant_id=tenant.id, type="adjustment", minutes=-100)
+    billing.adjust(tenant=tenant, actor=ACTOR, minutes=-100)
     first = assert_error(start(client, runtime_headers, did, providerCallId="p"), 409, "no_credits")
     billing.grant(actor=ACTOR, tenant=tenant, minutes=10)
     again = assert_error(start(client, runtime_headers, did, providerCallId="p"), 409, "no_credits")
@@ -516,7 +516,7 @@ def test_zero_talk_time_bills_zero_minutes_without_ledger_entry(
 
 
 def test_last_call_may_take_the_balance_below_zero(client, runtime_headers, tenant, did):
-    billing._move(tenant_id=tenant.id, type="adjustment", minutes=-99)
+    billing.adjust(tenant=tenant, actor=ACTOR, minutes=-99)
     whole_call(client, runtime_headers, did, talkTimeSeconds=300)
     assert balance_of(tenant) == -4
     assert_error(start(client, runtime_headers, did), 409, "no_credits")
@@ -562,7 +562,7 @@ def test_ended_requires_every_report_field(client, runtime_headers, did):
 
 def set_threshold_and_balance(tenant, threshold, balance):
     Tenant.update(low_balance_threshold=threshold).where(Tenant.id == tenant.id).execute()
-    billing._move(tenant_id=tenant.id, type="adjustment", minutes=balance - balance_of(tenant))
+    billing.adjust(tenant=tenant, actor=ACTOR, minutes=balance - balance_of(tenant))
 
 
 def test_credits_low_fires_once_per_downward_crossing(client, runtime_headers, tenant, did):

@@ -109,7 +109,7 @@ def assert_balance_is_the_ledger(tenant_id):
 
 
 def set_balance(tenant, minutes):
-    billing._move(tenant_id=tenant.id, type="adjustment", minutes=minutes - 100)
+    billing.adjust(tenant=tenant, actor=ACTOR, minutes=minutes - 100)
 
 
 def start_twenty_at_once(app_config, did):

@@ -1,6 +1,6 @@
 """Function calls through the runtime API, against real endpoints on 127.0.0.1 (inline mode).
 
-The same calls through a real worker.py process are in tests/test_function_worker.py.
+The same calls through a real worker.py process are in tests/system/test_function_worker.py.
 """
 
 import hashlib

@@ -149,13 +149,14 @@ def test_repeats_change_nothing_in_two_statements(client, runtime_headers, did):
 def test_a_threshold_crossing_adds_the_credits_low_event(
     client, runtime_headers, tenant, did, balance, emits
 ):
-    billing._move(tenant_id=tenant.id, type="adjustment", minutes=balance - 100)
+    if balance != 100:  # did's tenant has 100 minutes already
+        billing.adjust(tenant=tenant, actor=ACTOR, minutes=balance - 100)
     steps = run_lifecycle(client, runtime_headers, did)
     assert steps["ended"] == LIFECYCLE["ended"] + (EVENT if emits else [])
 
 
 def test_a_call_without_credits_adds_the_end_event(client, runtime_headers, tenant, did):
-    billing._move(tenant_id=tenant.id, type="adjustment", minutes=-100)
+    billing.adjust(tenant=tenant, actor=ACTOR, minutes=-100)
     with statements() as seen:
         assert start(client, runtime_headers, did).status_code == 409
     # No hold to take: the tenant row is updated once, and again for call.ended's seq.

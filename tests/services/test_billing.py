@@ -7,9 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from peewee import fn
 
-from app import db
 from app.errors import AppError
-from app.models import Call, CreditTransaction, Event, Tenant
+from app.models import AuditEntry, Call, CreditTransaction, Event, Tenant
 from app.services import agents as agent_service
 from app.services import billing
 from app.services import phone_numbers as number_service
@@ -31,23 +30,43 @@ def test_charge_of_zero_minutes_writes_nothing(app, tenant):
 
 
 def test_a_movement_records_the_balance_it_left(app, tenant):
-    billing._move(tenant_id=tenant.id, type="purchase", minutes=10)
-    entry, threshold = billing._move(
-        tenant_id=tenant.id, type="usage", minutes=-3, idempotency_key="usage:x"
-    )
+    billing.grant(tenant=tenant, actor=ACTOR, minutes=10)
+    entry = billing.adjust(tenant=tenant, actor=ACTOR, minutes=-3, note="Goodwill")
     assert entry.balance_after == 7
-    assert threshold == Tenant.get_by_id(tenant.id).low_balance_threshold
-    stored = CreditTransaction.get(CreditTransaction.idempotency_key == "usage:x")
-    assert (stored.minutes, stored.balance_after) == (-3, 7)
+    stored = CreditTransaction.get_by_id(entry.id)
+    assert (stored.type, stored.minutes, stored.balance_after, stored.description) == (
+        "adjustment",
+        -3,
+        7,
+        "Goodwill",
+    )
     tenant = Tenant.get_by_id(tenant.id)
-    assert (tenant.balance_minutes, tenant.lifetime_used_minutes) == (7, 3)
+    assert (tenant.balance_minutes, tenant.lifetime_purchased_minutes) == (7, 10)
+    assert tenant.lifetime_used_minutes == 0
+
+
+def test_an_adjustment_writes_its_audit_entry_and_no_credits_low(app, tenant):
+    billing.grant(tenant=tenant, actor=ACTOR, minutes=20)
+    entry = billing.adjust(tenant=tenant, actor=ACTOR, minutes=-15)
+    assert entry.description == "Adjusted by -15 minutes"
+    audit_entry = AuditEntry.get(AuditEntry.action == "credits.adjusted")
+    assert (audit_entry.tenant_id, audit_entry.target_id) == (tenant.id, entry.id)
+    assert not Event.select().where(Event.type == "credits.low").exists()
+
+
+def test_an_adjustment_of_no_minutes_is_refused(app, tenant):
+    with pytest.raises(AppError) as raised:
+        billing.adjust(tenant=tenant, actor=ACTOR, minutes=0)
+    assert raised.value.status == 422
+    assert CreditTransaction.select().count() == 0
 
 
 def test_moving_minutes_of_no_tenant_writes_nothing(app):
-    with pytest.raises(AppError) as raised, db.database.atomic():
-        billing._move(tenant_id="tnt_none", type="purchase", minutes=5)
+    with pytest.raises(AppError) as raised:
+        billing.adjust(tenant=Tenant(id="tnt_none"), actor=ACTOR, minutes=5)
     assert raised.value.status == 404
     assert CreditTransaction.select().count() == 0
+    assert not AuditEntry.select().where(AuditEntry.action == "credits.adjusted").exists()
 
 
 _numbers = itertools.count(6221_5550_000)

@@ -14,11 +14,16 @@ import pytest
 from playhouse.test_utils import count_queries
 from standardwebhooks.webhooks import Webhook as StandardWebhook
 
-from app import jobs, outbound, queue
+from app import jobs, queue
 from app.db import database
 from app.models import Delivery, DeliveryAttempt, Event, Webhook
-from app.services import deliveries, events
+from app.outbound import client
+from app.services import events
 from app.services import webhooks as webhook_service
+from app.services.deliveries import attempt as delivery_attempt
+from app.services.deliveries import schedule as delivery_schedule
+from app.services.deliveries import sweeper as delivery_sweeper
+from app.services.deliveries import wire as delivery_wire
 from app.util import isoformat, new_id, utcnow
 from tests.helpers import ACTOR, captured_queries
 from tests.receiver import Answer, Receiver
@@ -134,7 +139,7 @@ def test_receiver_that_recovers_gets_the_same_event_on_retry(app, tenant):
         event = emit(tenant)
         while len(receiver.requests) < 3:
             time.sleep(0.02)
-            deliveries.sweep()
+            delivery_sweeper.sweep()
     assert [r.headers["X-Service-Event-Id"] for r in receiver.requests] == [event.id] * 3
     assert [r.headers["X-Service-Attempt"] for r in receiver.requests] == ["1", "2", "3"]
     assert len({r.body for r in receiver.requests}) == 1
@@ -197,7 +202,7 @@ def test_eighth_failed_attempt_fails_the_delivery(tenant):
         delivery = only_delivery()
         Delivery.update(attempts=7).execute()
         make_due(delivery.id)
-        assert deliveries.deliver(delivery_id=delivery.id) == "failed"
+        assert delivery_attempt.deliver(delivery_id=delivery.id) == "failed"
         assert receiver.requests[-1].headers["X-Service-Attempt"] == "8"
     delivery = only_delivery()
     assert delivery.status == "failed" and delivery.next_attempt_at is None
@@ -235,22 +240,22 @@ def test_timeout_waits_at_least_a_minute(app, tenant):
 
 @pytest.mark.parametrize("attempt", range(1, 8))
 def test_retry_delay_follows_the_schedule_with_jitter(app, attempt):
-    scheduled = deliveries.RETRY_DELAYS[attempt - 1]
+    scheduled = delivery_schedule.RETRY_DELAYS[attempt - 1]
     delays = [
-        deliveries.retry_delay(attempt, status_code=500, timed_out=False, retry_after=None)
+        delivery_schedule.retry_delay(attempt, status_code=500, timed_out=False, retry_after=None)
         for _ in range(50)
     ]
     assert all(0.8 * scheduled <= delay <= 1.2 * scheduled for delay in delays)
     assert len(set(delays)) > 1
-    assert sum(deliveries.RETRY_DELAYS) / 3600 == pytest.approx(27.6, abs=0.1)
+    assert sum(delivery_schedule.RETRY_DELAYS) / 3600 == pytest.approx(27.6, abs=0.1)
 
 
 def test_claim_is_exclusive_until_the_lease_expires(app, tenant):
     delivery = new_delivery(tenant, register(tenant, "http://127.0.0.1:9/"))
-    assert deliveries.claim(delivery.id) is not None
-    assert deliveries.claim(delivery.id) is None
+    assert delivery_attempt.claim(delivery.id) is not None
+    assert delivery_attempt.claim(delivery.id) is None
     Delivery.update(lease_until=utcnow() - timedelta(seconds=1)).execute()
-    assert deliveries.claim(delivery.id) is not None
+    assert delivery_attempt.claim(delivery.id) is not None
     assert Delivery.get_by_id(delivery.id).attempts == 0  # claimed, never tried
 
 
@@ -258,8 +263,8 @@ def test_claim_skips_deliveries_not_yet_due_or_settled(app, tenant):
     webhook = register(tenant, "http://127.0.0.1:9/")
     later = new_delivery(tenant, webhook, next_attempt_at=utcnow() + timedelta(minutes=5))
     done = new_delivery(tenant, webhook, status="succeeded")
-    assert deliveries.claim(later.id) is None and deliveries.claim(done.id) is None
-    assert deliveries.deliver(delivery_id=later.id) is None
+    assert delivery_attempt.claim(later.id) is None and delivery_attempt.claim(done.id) is None
+    assert delivery_attempt.deliver(delivery_id=later.id) is None
 
 
 def test_a_job_sends_its_own_delivery_and_hands_its_place_on(app, tenant):
@@ -282,7 +287,7 @@ def test_a_job_hands_its_place_on_counting_what_is_in_flight_once(app, tenant):
     with Receiver() as receiver:
         first, second = due_deliveries(tenant, register(tenant, receiver.url), 2)
         with captured_queries() as statements:
-            assert deliveries.deliver(delivery_id=first.id) == "succeeded"
+            assert delivery_attempt.deliver(delivery_id=first.id) == "succeeded"
         assert len(receiver.requests) == 2
     assert Delivery.get_by_id(second.id).status == "succeeded"
     assert sum("COUNT(" in statement.sql for statement in statements) == 1
@@ -293,9 +298,9 @@ def test_a_job_attempts_only_the_delivery_dispatched_to_it(app, tenant):
     with Receiver() as receiver:
         [delivery] = due_deliveries(tenant, register(tenant, receiver.url), 1)
         Delivery.update(job_id="job_other").execute()
-        assert deliveries.deliver(delivery_id=delivery.id, job_id="job_mine") is None
+        assert delivery_attempt.deliver(delivery_id=delivery.id, job_id="job_mine") is None
         assert receiver.requests == []
-        assert deliveries.deliver(delivery_id=delivery.id, job_id="job_other") == "succeeded"
+        assert delivery_attempt.deliver(delivery_id=delivery.id, job_id="job_other") == "succeeded"
     assert Delivery.get_by_id(delivery.id).job_id is None  # no job holds it any more
 
 
@@ -304,14 +309,14 @@ def test_a_delivery_whose_send_raises_is_its_failed_attempt_and_nobody_elses(
 ):
     """Whatever goes wrong with one delivery is recorded as its own failed attempt; a second
     tenant's delivery of the same moment arrives."""
-    send = outbound.Sender.send
+    send = client.Sender.send
 
     def broken_for_one_receiver(self, method, url, **kwargs):
         if url.endswith("/broken"):
             raise RuntimeError("something nobody expected")
         return send(self, method, url, **kwargs)
 
-    monkeypatch.setattr(outbound.Sender, "send", broken_for_one_receiver)
+    monkeypatch.setattr(client.Sender, "send", broken_for_one_receiver)
     with Receiver() as receiver:
         broken = register(tenant, receiver.url + "/broken")
         working = register(other_tenant, receiver.url + "/working")
@@ -333,7 +338,7 @@ def test_a_disabled_webhooks_delivery_fails_without_an_attempt(app, tenant):
         webhook = register(tenant, receiver.url)
         [delivery] = due_deliveries(tenant, webhook, 1)
         Webhook.update(is_active=False).execute()
-        assert deliveries.deliver(delivery_id=delivery.id) == "failed"
+        assert delivery_attempt.deliver(delivery_id=delivery.id) == "failed"
         assert receiver.requests == []
     row = Delivery.get_by_id(delivery.id)
     assert (row.status, row.attempts, row.last_error) == ("failed", 0, "The webhook is disabled.")
@@ -345,12 +350,12 @@ def test_an_outcome_is_not_written_over_the_job_that_took_the_delivery_over(app,
     job's outcome is the one that counts."""
     with Receiver(lambda request: Answer(500)) as receiver:
         [delivery] = due_deliveries(tenant, register(tenant, receiver.url), 1)
-        lease = deliveries.claim(delivery.id)
+        lease = delivery_attempt.claim(delivery.id)
         Delivery.update(lease_until=utcnow() - timedelta(seconds=1)).execute()
-        assert deliveries.claim(delivery.id) is not None  # another job takes it over
+        assert delivery_attempt.claim(delivery.id) is not None  # another job takes it over
         row = Delivery.get_by_id(delivery.id)
-        sent = deliveries.send(row)
-        assert deliveries.record(row, lease, sent) is None
+        sent = delivery_attempt.send(row)
+        assert delivery_attempt.record(row, lease, sent) is None
     assert Delivery.get_by_id(delivery.id).attempts == 0
     assert DeliveryAttempt.select().count() == 0
 
@@ -366,7 +371,7 @@ def test_a_delivery_costs_the_same_statements_every_time(app, tenant):
         for delivery in batch:
             make_due(delivery.id)
             with count_queries() as counter:
-                deliveries.deliver(delivery_id=delivery.id)
+                delivery_attempt.deliver(delivery_id=delivery.id)
             counts.append(counter.count)
     assert counts[0] == counts[1] <= 8
 
@@ -379,7 +384,7 @@ def test_sweeper_sends_due_deliveries_and_skips_leased_ones(app, tenant):
         leased = new_delivery(
             tenant, webhook, created_at=earlier, lease_until=utcnow() + timedelta(minutes=1)
         )
-        assert deliveries.sweep() == 1
+        assert delivery_sweeper.sweep() == 1
         assert [r.headers["X-Service-Delivery-Id"] for r in receiver.requests] == [due.id]
     assert Delivery.get_by_id(due.id).status == "succeeded"
     assert Delivery.get_by_id(leased.id).status == "pending"
@@ -406,18 +411,18 @@ def test_sweeper_keeps_a_delivery_whose_job_waits_and_dispatches_one_whose_job_i
         Delivery.update(lease_until=utcnow() - timedelta(seconds=1)).execute()
 
     lapse()
-    assert deliveries.sweep() == 0
+    assert delivery_sweeper.sweep() == 0
     assert only_delivery().job_id == delivery.job_id and only_delivery().lease_until > utcnow()
     lapse()
     waiting.empty()  # Redis lost the job
-    assert deliveries.sweep() == 1 and deliveries.sweep() == 0
+    assert delivery_sweeper.sweep() == 1 and delivery_sweeper.sweep() == 0
     replacement = only_delivery().job_id
     assert replacement != delivery.job_id and waiting.job_ids == [replacement]
     job = Job.fetch(replacement, connection=redis_client)
     waiting.remove(job)  # a worker takes it and dies before claiming the delivery
     job.set_status(JobStatus.STARTED)
     lapse()
-    assert deliveries.sweep() == 1
+    assert delivery_sweeper.sweep() == 1
     assert waiting.job_ids == [only_delivery().job_id] != [replacement]
 
 
@@ -428,7 +433,7 @@ def test_sweeper_enqueues_a_due_delivery_that_never_had_a_job(app, tenant, redis
         webhook = register(tenant, receiver.url)
         [delivery] = due_deliveries(tenant, webhook, 1)
     assert delivery.job_id is None
-    assert deliveries.sweep() == 1 and deliveries.sweep() == 0
+    assert delivery_sweeper.sweep() == 1 and delivery_sweeper.sweep() == 0
     assert queue.known(Delivery.get_by_id(delivery.id).job_id)
 
 
@@ -532,7 +537,7 @@ def test_deleting_a_webhook_removes_its_deliveries_and_log(tenant):
 def test_event_body_is_compact_utf8_json(app, tenant):
     data = {"transcriptSummary": "Terima kasih ✓"}
     event = events.record(tenant_id=tenant.id, type="call.transcript", data=data)
-    body = deliveries.event_body(event)
+    body = delivery_wire.event_body(event)
     timestamp = isoformat(event.created_at)
     assert (
         body

@@ -15,8 +15,10 @@ from rq import Queue
 from app import jobs
 from app.db import database
 from app.models import Delivery, Event, Webhook
-from app.services import deliveries, events
+from app.services import events
 from app.services import webhooks as webhook_service
+from app.services.deliveries import dispatch as delivery_dispatch
+from app.services.deliveries import sweeper as delivery_sweeper
 from app.util import utcnow
 from tests.helpers import ACTOR
 from tests.receiver import Answer, Receiver
@@ -32,7 +34,7 @@ def app(app, redis_url, redis_client):
 
 @pytest.fixture
 def queues(redis_client):
-    return {name: Queue(name, connection=redis_client) for name in deliveries.LANE_WORKERS}
+    return {name: Queue(name, connection=redis_client) for name in delivery_dispatch.LANE_WORKERS}
 
 
 def register(tenant, url="http://127.0.0.1:9/in"):
@@ -167,7 +169,9 @@ def test_the_slow_lane_sends_each_delivery_in_a_job_of_its_own(app, tenant, queu
     """A slow webhook's delivery never waits behind another's attempt in the same job."""
     app.config.update(WEBHOOK_SLOW_WORKERS=4)  # two places for the tenant
     for _ in range(2):
-        Webhook.update(lane=deliveries.SLOW_LANE).where(Webhook.id == register(tenant).id).execute()
+        Webhook.update(lane=delivery_dispatch.SLOW_LANE).where(
+            Webhook.id == register(tenant).id
+        ).execute()
     emit(tenant)
     sent = in_flight()
     assert len(sent) == 2 and len({delivery.job_id for delivery in sent}) == 2
@@ -183,9 +187,9 @@ def test_an_event_written_without_dispatch_is_dispatched_by_a_job_outside_a_requ
     with database.atomic():
         events.emit(tenant_id=tenant.id, type="call.ended", data={"callId": "c1"}, dispatch=False)
     assert in_flight() == [] and len(waiting_in_database()) == 1 and queues["webhooks"].jobs == []
-    deliveries.dispatch_after_response(tenant.id)
+    delivery_dispatch.dispatch_after_response(tenant.id)
     [job] = queues["webhooks"].jobs
-    assert (job.func_name, job.args) == (deliveries.DISPATCH_JOB, (tenant.id,))
+    assert (job.func_name, job.args) == (delivery_dispatch.DISPATCH_JOB, (tenant.id,))
     assert jobs.dispatch_deliveries(*job.args) == 1
     [delivery] = in_flight()
     assert queues["webhooks"].job_ids[-1] == delivery.job_id
@@ -200,7 +204,7 @@ def test_a_dispatch_after_the_response_runs_in_the_web_process_once_it_is_sent(a
 
     @app.get("/test-after-response")
     def answer():
-        deliveries.dispatch_after_response(tenant.id)
+        delivery_dispatch.dispatch_after_response(tenant.id)
         return {"answered": True}
 
     response = app.test_client().get("/test-after-response")
@@ -209,7 +213,7 @@ def test_a_dispatch_after_the_response_runs_in_the_web_process_once_it_is_sent(a
     response.close()
     [delivery] = in_flight()
     [job] = queues["webhooks"].jobs
-    assert (job.func_name, job.args[0]) == (deliveries.DELIVER_JOB, delivery.id)
+    assert (job.func_name, job.args[0]) == (delivery_dispatch.DELIVER_JOB, delivery.id)
 
 
 def test_a_due_retry_waits_for_a_place_like_any_delivery(app, tenant):
@@ -220,7 +224,7 @@ def test_a_due_retry_waits_for_a_place_like_any_delivery(app, tenant):
     retried = Delivery.create(
         id="dlv_retried", tenant=tenant, webhook=webhook, event=Delivery.get().event_id
     )
-    assert deliveries.sweep() == 0  # the webhook's two places are taken
+    assert delivery_sweeper.sweep() == 0  # the webhook's two places are taken
     assert retried.id not in {d.id for d in in_flight()}
 
 
@@ -289,12 +293,12 @@ def test_a_delivery_whose_job_redis_lost_is_sent_again_without_waiting_for_its_l
     register(tenant)
     emit(tenant)
     [delivery] = in_flight()
-    assert deliveries.sweep() == 0  # its job is there: nothing to do
+    assert delivery_sweeper.sweep() == 0  # its job is there: nothing to do
     # Dispatched a few seconds ago, then Redis lost everything.
     lease = utcnow() + timedelta(seconds=app.config["WEBHOOK_LEASE_SECONDS"] - 3)
     Delivery.update(lease_until=lease).execute()
     redis_client.flushdb()
-    assert deliveries.sweep() == 1
+    assert delivery_sweeper.sweep() == 1
     [again] = in_flight()
     assert again.job_id != delivery.job_id and queues["webhooks"].job_ids == [again.job_id]
 
@@ -304,7 +308,7 @@ def test_a_delivery_just_dispatched_is_not_taken_for_lost(app, tenant, queues, r
     register(tenant)
     emit(tenant)
     redis_client.flushdb()  # as if the enqueue had not happened yet
-    assert deliveries.sweep() == 0
+    assert delivery_sweeper.sweep() == 0
 
 
 def test_a_dispatch_that_fails_after_the_commit_leaves_the_delivery_to_the_sweeper(
@@ -317,12 +321,12 @@ def test_a_dispatch_that_fails_after_the_commit_leaves_the_delivery_to_the_sweep
         raise RuntimeError("the database went away")
 
     webhook = register(tenant)
-    monkeypatch.setattr(deliveries, "_dispatch_tenant", fail)
+    monkeypatch.setattr(delivery_dispatch, "_dispatch_tenant", fail)
     response = client.post(f"/api/v1/webhooks/{webhook.id}/test", headers=headers)
     assert response.status_code == 202
     assert in_flight() == [] and len(waiting_in_database()) == 1
     monkeypatch.undo()
-    assert deliveries.sweep() == 1
+    assert delivery_sweeper.sweep() == 1
     [delivery] = in_flight()
     assert queues["webhooks"].job_ids == [delivery.job_id]
 
@@ -339,7 +343,7 @@ def test_an_event_does_not_wait_for_the_tenants_dispatch_lock(app, tenant, queue
         with app.app_context(), database.connection_context(), database.atomic():
             database.execute_sql(
                 "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
-                (deliveries.DISPATCH_LOCK_CLASS, tenant.id),
+                (delivery_dispatch.DISPATCH_LOCK_CLASS, tenant.id),
             )
             holding.set()
             deadline = time.monotonic() + 5

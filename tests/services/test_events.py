@@ -6,6 +6,7 @@ from app.db import database
 from app.models import Event
 from app.services import events
 from app.services import webhooks as webhook_service
+from app.util import utcnow
 from tests.helpers import ACTOR
 
 # Nothing listens on port 9: each delivery's first attempt (made at once here) fails.
@@ -57,3 +58,14 @@ def test_a_call_without_events_is_one_query(tenant):
     with count_queries() as counter:
         assert events.for_call(tenant=tenant, call_id="call_none") == []
     assert counter.count == 1
+
+
+def test_a_calls_events_since_a_time_include_those_naming_no_call(tenant, other_tenant):
+    emit(tenant, "call.started", callId="call_1")  # before the time
+    since = utcnow()
+    started = emit(tenant, "call.started", callId="call_1")
+    emit(tenant, "call.started", callId="call_2")
+    low = emit(tenant, "credits.low", balanceMinutes=3, threshold=10)
+    emit(other_tenant, "call.ended", callId="call_1")  # not the tenant's
+    found = events.call_events_since(tenant_id=tenant.id, call_id="call_1", since=since)
+    assert [event.id for event in found] == [started.id, low.id]

@@ -4,7 +4,7 @@ from marshmallow import fields
 
 from app.resources.common import Schema
 from app.resources.fields import Timestamp
-from app.services.deliveries import STATUSES
+from app.services.deliveries.log import STATUSES
 
 
 class DeliveryAttemptSchema(Schema):

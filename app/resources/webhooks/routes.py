@@ -18,8 +18,8 @@ from app.resources.webhooks.schemas import (
     WebhookSecretSchema,
     WebhookUpdateSchema,
 )
-from app.services import deliveries as delivery_service
 from app.services import webhooks as webhook_service
+from app.services.deliveries import log as delivery_log
 
 blp = TenantBlueprint(
     "webhooks",
@@ -101,7 +101,7 @@ class WebhookDeliveries(MethodView):
     def get(self, args, webhook_id):
         """List a webhook's deliveries, newest first, with every attempt"""
         webhook = webhook_service.get_webhook(tenant=current_tenant(), webhook_id=webhook_id)
-        page = delivery_service.list_deliveries(webhook=webhook, **args)
+        page = delivery_log.list_deliveries(webhook=webhook, **args)
         return {"deliveries": page.items, "pagination": page}
 
 
@@ -170,7 +170,7 @@ class DeliveryRetry(MethodView):
     @blp.doc(operationId="retryDelivery")
     def post(self, delivery_id):
         """Send a delivery again now"""
-        delivery = delivery_service.retry(
+        delivery = delivery_log.retry(
             tenant=current_tenant(), actor=current_actor(), delivery_id=delivery_id
         )
-        return delivery_service.with_attempts([delivery])[0]
+        return delivery_log.with_attempts([delivery])[0]

@@ -10,7 +10,7 @@ from app.resources.common import (
 )
 from app.resources.events.deliveries import DeliverySchema
 from app.resources.fields import ReceiverUrl, StrictBoolean, Timestamp, UtcDateTime, unique_items
-from app.services.deliveries import STATUSES
+from app.services.deliveries.log import STATUSES
 from app.services.events import EVENT_TYPES
 from app.services.webhooks import REPLAY_LIMIT
 

@@ -1,0 +1,65 @@
+"""The peewee models by domain. Times are naive UTC; ids are prefixed random strings
+(app.util.new_id)."""
+
+from app.models.agents import Agent, AgentVersion
+from app.models.audit import AuditEntry
+from app.models.billing import CreditTransaction
+from app.models.calls import Call, CallTurn
+from app.models.campaigns import Campaign, CampaignContact
+from app.models.events import Delivery, DeliveryAttempt, Event, Webhook
+from app.models.fields import JSONField, RotatedSecret, id_field
+from app.models.functions import Function, FunctionInvocation
+from app.models.idempotency import IdempotencyKey
+from app.models.phone_numbers import PhoneNumber
+from app.models.tenants import ApiKey, Tenant, User, UserSession
+
+# Each table after those it refers to: the order to load them in, the reverse to empty them.
+ALL_MODELS = [
+    Tenant,
+    ApiKey,
+    User,
+    UserSession,
+    Agent,
+    AgentVersion,
+    PhoneNumber,
+    Campaign,
+    CampaignContact,
+    Call,
+    CallTurn,
+    CreditTransaction,
+    Event,
+    Webhook,
+    Delivery,
+    DeliveryAttempt,
+    Function,
+    FunctionInvocation,
+    AuditEntry,
+    IdempotencyKey,
+]
+
+__all__ = [
+    "ALL_MODELS",
+    "Agent",
+    "AgentVersion",
+    "ApiKey",
+    "AuditEntry",
+    "Call",
+    "CallTurn",
+    "Campaign",
+    "CampaignContact",
+    "CreditTransaction",
+    "Delivery",
+    "DeliveryAttempt",
+    "Event",
+    "Function",
+    "FunctionInvocation",
+    "IdempotencyKey",
+    "JSONField",
+    "PhoneNumber",
+    "RotatedSecret",
+    "Tenant",
+    "User",
+    "UserSession",
+    "Webhook",
+    "id_field",
+]

@@ -1,0 +1,64 @@
+"""Agents and their immutable versions."""
+
+import peewee as pw
+
+from app.db import BaseModel
+from app.models.fields import JSONField, id_field
+from app.models.tenants import Tenant
+from app.util import utcnow
+
+
+class Agent(BaseModel):
+    id = id_field()
+    tenant = pw.ForeignKeyField(Tenant, backref="agents", on_delete="CASCADE")
+    name = pw.CharField(max_length=100)
+    system_prompt = pw.TextField()
+    voice_id = pw.CharField(max_length=16, default="Puck")
+    greeting_text = pw.TextField(default="")
+    language = pw.CharField(max_length=16, default="id")
+    max_call_duration_minutes = pw.IntegerField(default=10)
+    tools_enabled = JSONField(default=list)
+    is_active = pw.BooleanField(default=True)
+    escalation_number = pw.CharField(max_length=16, null=True)
+    created_at = pw.DateTimeField(default=utcnow)
+    updated_at = pw.DateTimeField(default=utcnow)
+    deleted_at = pw.DateTimeField(null=True)
+    # The latest of its versions (AgentVersion), whose snapshot is what the fields above and
+    # its live functions hold now; the database has the default too (migration 017).
+    version = pw.IntegerField(default=1, constraints=[pw.SQL("DEFAULT 1")])
+
+    class Meta:
+        indexes = ((("tenant", "deleted_at", "created_at"), False),)
+
+
+class AgentVersion(BaseModel):
+    """An immutable snapshot of what a call uses of an agent (app.services.versions): its
+    call-facing fields and its functions' definitions, never a secret."""
+
+    agent = pw.ForeignKeyField(Agent, backref="versions", on_delete="CASCADE")
+    version = pw.IntegerField()  # 1, 2, 3, … per agent
+    name = pw.CharField(max_length=100)
+    system_prompt = pw.TextField()
+    voice_id = pw.CharField(max_length=16)
+    greeting_text = pw.TextField()
+    language = pw.CharField(max_length=16)
+    max_call_duration_minutes = pw.IntegerField()
+    tools_enabled = JSONField()
+    escalation_number = pw.CharField(max_length=16, null=True)
+    # [{id, name, description, endpoint, method, parameters, timeout_ms}] by name: the id is
+    # the Function row whose signing secret signs this version's calls of it.
+    functions = JSONField()
+    changes = JSONField()  # the API names of what differs from the version before
+    actor_type = pw.CharField(max_length=8)  # as an AuditEntry's
+    actor_id = pw.CharField(max_length=32, null=True)
+    actor_label = pw.CharField(max_length=255)
+    created_at = pw.DateTimeField(default=utcnow)
+
+    @property
+    def actor(self) -> dict[str, str | None]:
+        """Who made it, as the API shows it."""
+        return {"type": self.actor_type, "id": self.actor_id, "label": self.actor_label}
+
+    class Meta:
+        # The key is the read path: one version, or an agent's newest first.
+        primary_key = pw.CompositeKey("agent", "version")

@@ -1,0 +1,1 @@
+"""Outgoing HTTP to tenant URLs: the address policy (SSRF), the deadline transport, the sender."""

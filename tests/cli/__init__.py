@@ -1,0 +1,1 @@
+"""The flask commands (app/cli/), run through the click test runner."""

@@ -1,0 +1,1 @@
+"""Tests that start processes: gunicorn, worker.py, nginx, Redis servers, a browser."""
