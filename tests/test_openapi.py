@@ -263,6 +263,28 @@ def test_update_schemas_carry_no_defaults(client):
         assert [field for field, prop in properties.items() if "default" in prop] == [], name
 
 
+def test_request_schemas_give_their_defaults_in_words_not_as_default(client):
+    """A generator reads a property's `default` as always present: openapi-typescript makes it
+    required, so a body that leaves it out would not type-check. The server fills it in, and
+    the description says it; a query parameter keeps its `default` (generators leave it
+    optional)."""
+    document = spec(client)
+    names = reachable(document, body_schemas(document, "request"))
+    assert {"FunctionCreate", "CampaignCreate", "Retry", "AssignAgent", "CallStart"} <= names
+    for name in names:
+        properties = document["components"]["schemas"][name].get("properties", {})
+        assert [field for field, prop in properties.items() if "default" in prop] == [], name
+    schemas = document["components"]["schemas"]
+    assert "Default 5000." in schemas["FunctionCreate"]["properties"]["timeoutMs"]["description"]
+    assert (
+        "(default 1)"
+        in schemas["CampaignCreate"]["properties"]["maxConcurrentCalls"]["description"]
+    )
+    parameters = document["paths"]["/api/v1/events"]["get"]["parameters"]
+    (limit,) = [parameter for parameter in parameters if parameter["name"] == "limit"]
+    assert limit["schema"]["default"] == 50
+
+
 NAMED_OPERATIONS = {
     ("get", "/api/v1/agents"): "listAgents",
     ("post", "/api/v1/agents"): "createAgent",
