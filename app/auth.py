@@ -1,4 +1,5 @@
-"""Authentication: tenant API keys (x-api-key) and the voice runtime's bearer token."""
+"""Authentication: tenant API keys (x-api-key, or Authorization: Bearer) and the voice
+runtime's bearer token."""
 
 import hmac
 
@@ -18,6 +19,14 @@ API_KEY_SCHEME = {
     "in": "header",
     "name": API_KEY_HEADER,
     "description": "A tenant API key (dkl_…), created with `flask keys create`.",
+}
+# Generated clients send a token as Authorization: Bearer (openapi-python-client's
+# AuthenticatedClient does by default): the tenant API takes its key that way too.
+API_KEY_BEARER_SCHEME = {
+    "type": "http",
+    "scheme": "bearer",
+    "description": "The same tenant API key as Authorization: Bearer dkl_…, as generated "
+    "clients send a token. When both are sent they must carry the same key.",
 }
 RUNTIME_SCHEME = {
     "type": "http",
@@ -44,9 +53,27 @@ def authorize_request() -> None:
     _run_blueprint_check("authorize")
 
 
+def bearer_token() -> str:
+    """The token of an Authorization: Bearer header, or "" (no header, or another scheme)."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def presented_api_key() -> str:
+    """The key of the x-api-key header or of Authorization: Bearer; 401 when both are sent
+    with different keys (which one was meant is anyone's guess)."""
+    header, bearer = request.headers.get(API_KEY_HEADER, ""), bearer_token()
+    if header and bearer and header != bearer:
+        raise Unauthorized(
+            "Two different API keys: the x-api-key header and Authorization: Bearer carry "
+            "different keys. Send the key in one of them."
+        )
+    return header or bearer
+
+
 def require_api_key() -> None:
     """Tenant API check: set g.tenant and g.api_key or answer 401."""
-    presented = request.headers.get(API_KEY_HEADER, "")
+    presented = presented_api_key()
     if not presented:
         raise Unauthorized("Missing API key: send it in the x-api-key header.")
     authenticated = key_service.authenticate(key=presented)
@@ -84,9 +111,5 @@ def require_runtime_token() -> None:
             "The runtime API is disabled: set RUNTIME_TOKEN to enable it.",
             code="runtime_disabled",
         )
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(
-        token.strip().encode(), str(expected).encode()
-    ):
+    if not hmac.compare_digest(bearer_token().encode(), str(expected).encode()):
         raise Unauthorized("A valid runtime token is required: Authorization: Bearer <token>.")

@@ -127,7 +127,8 @@ API_SPEC_OPTIONS = {
         "description": (
             "Manage AI voice agents, phone numbers, calls, credits, webhooks and agent "
             "functions, and read the event log the webhooks deliver. Authenticate with the "
-            "`x-api-key` header. A read-only key (scope `read`) may only GET: anything else "
+            "`x-api-key` header, or with `Authorization: Bearer` and the key (both at once must "
+            "carry the same key). A read-only key (scope `read`) may only GET: anything else "
             "is 403 with code `insufficient_scope`; an expired or revoked key is 401.\n\n"
             "**Errors** always have the body "
             '`{"error": {"code", "message", "details", "requestId"}}`.\n\n'

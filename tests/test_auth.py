@@ -241,3 +241,83 @@ def test_authenticate_is_one_select(tenant, api_key):
     with count_queries() as counted:
         assert key_service.authenticate(key=api_key) is not None
     assert counted.count == 1
+
+
+# The key as a bearer token (Authorization: Bearer dkl_…), as generated clients send a token.
+
+
+def test_the_key_may_come_as_a_bearer_token(client, api_key):
+    for scheme in ("Bearer", "bearer"):
+        auth = {"Authorization": f"{scheme} {api_key}"}
+        assert client.get("/api/v1/agents", headers=auth).status_code == 200
+    created = client.post(
+        "/api/v1/agents",
+        json={"name": "Sales", "systemPrompt": "Sell."},
+        headers={"Authorization": f"Bearer {api_key}"},
+    )
+    assert created.status_code == 201
+    assert "X-RateLimit-Remaining" in created.headers
+
+
+def test_a_bearer_key_follows_the_same_rules(client, tenant, read_headers):
+    read = {"Authorization": f"Bearer {read_headers['x-api-key']}"}
+    assert client.get("/api/v1/agents", headers=read).status_code == 200
+    refused = client.post("/api/v1/agents", json={"name": "S", "systemPrompt": "S"}, headers=read)
+    assert_error(refused, 403, "insufficient_scope")
+    record, key = key_service.create_key(actor=ACTOR, tenant=tenant, name="old")
+    key_service.revoke_key(actor=ACTOR, key_id=record.id)
+    for auth in ({"Authorization": f"Bearer {key}"}, {"x-api-key": key}):
+        error = assert_error(client.get("/api/v1/agents", headers=auth), 401, "unauthorized")
+        assert error["message"] == "Invalid, expired or revoked API key."
+
+
+def test_both_headers_must_carry_the_same_key(client, tenant, api_key):
+    same = {"x-api-key": api_key, "Authorization": f"Bearer {api_key}"}
+    assert client.get("/api/v1/agents", headers=same).status_code == 200
+    _, other = key_service.create_key(actor=ACTOR, tenant=tenant, name="other")
+    for auth in (
+        {"x-api-key": api_key, "Authorization": f"Bearer {other}"},
+        {"x-api-key": api_key, "Authorization": "Bearer dkl_unknown"},
+    ):
+        error = assert_error(client.get("/api/v1/agents", headers=auth), 401, "unauthorized")
+        assert error["message"] == (
+            "Two different API keys: the x-api-key header and Authorization: Bearer carry "
+            "different keys. Send the key in one of them."
+        )
+
+
+def test_another_authorization_scheme_is_no_key(client, api_key):
+    """Only a bearer token is a key: Basic credentials (a proxy's, say) are not one."""
+    basic = {"Authorization": "Basic dXNlcjpwYXNz"}
+    error = assert_error(client.get("/api/v1/agents", headers=basic), 401, "unauthorized")
+    assert error["message"] == "Missing API key: send it in the x-api-key header."
+    both = {**basic, "x-api-key": api_key}
+    assert client.get("/api/v1/agents", headers=both).status_code == 200
+
+
+def test_a_runtime_token_is_no_api_key_and_an_api_key_no_runtime_token(
+    client, api_key, runtime_headers
+):
+    error = assert_error(client.get("/api/v1/agents", headers=runtime_headers), 401, "unauthorized")
+    assert error["message"] == "Invalid, expired or revoked API key."
+    for auth in ({"Authorization": f"Bearer {api_key}"}, {"x-api-key": api_key}):
+        started = client.post(
+            "/internal/v1/calls",
+            json={"did": "+6221555010", "callerNumber": "+62812"},
+            headers=auth,
+        )
+        assert_error(started, 401, "unauthorized")
+
+
+def test_the_document_takes_either_header(client):
+    document = client.get("/api/v1/openapi.json").json
+    schemes = document["components"]["securitySchemes"]
+    assert schemes["ApiKeyBearer"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "The same tenant API key as Authorization: Bearer dkl_…, as generated "
+        "clients send a token. When both are sent they must carry the same key.",
+    }
+    agents = document["paths"]["/api/v1/agents"]["get"]
+    assert agents["security"] == [{"ApiKeyAuth": []}, {"ApiKeyBearer": []}]
+    assert document["paths"]["/internal/v1/calls"]["post"]["security"] == [{"RuntimeToken": []}]

@@ -59,7 +59,10 @@ def test_every_tenant_operation_is_secured_and_documents_errors(client):
             if method == "parameters":
                 continue
             responses = operation["responses"]
-            assert operation["security"] == [{"ApiKeyAuth": []}], (method, path)
+            assert operation["security"] == [{"ApiKeyAuth": []}, {"ApiKeyBearer": []}], (
+                method,
+                path,
+            )
             assert {"401", "429", "default"} <= set(responses), (method, path)
             # A read key's write: 403 insufficient_scope (app.auth.require_scope).
             assert ("403" in responses) == (method != "get"), (method, path)

@@ -87,6 +87,8 @@ def exercised(client, headers, api_key, runtime_headers, agent_id, did, caplog):
         )
     )
     keep(client.get("/api/v1/agents", headers={"Authorization": "Bearer " + api_key}))
+    both = {"x-api-key": api_key, "Authorization": "Bearer " + api_key[:-1]}
+    keep(client.get("/api/v1/agents", headers=both))  # two different keys: 401
     return {
         "secrets": [api_key, WEBHOOK_SECRET, FUNCTION_SECRET, generated],
         "responses": responses,

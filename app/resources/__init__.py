@@ -6,7 +6,7 @@ runtime builds on this package, never the other way round.
 
 from flask_smorest import Api
 
-from app.auth import API_KEY_SCHEME, RUNTIME_SCHEME
+from app.auth import API_KEY_BEARER_SCHEME, API_KEY_SCHEME, RUNTIME_SCHEME
 from app.resources import health
 from app.resources.agents.routes import blp as agents_blp
 from app.resources.audit.routes import blp as audit_blp
@@ -38,6 +38,7 @@ TENANT_BLUEPRINTS = [
 
 def register_blueprints(api: Api) -> None:
     api.spec.components.security_scheme("ApiKeyAuth", API_KEY_SCHEME)
+    api.spec.components.security_scheme("ApiKeyBearer", API_KEY_BEARER_SCHEME)
     api.spec.components.security_scheme("RuntimeToken", RUNTIME_SCHEME)
     for name, description in RATE_LIMIT_HEADERS.items():
         api.spec.components.header(

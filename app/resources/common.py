@@ -60,7 +60,7 @@ class GuardedBlueprint(Blueprint):
     """
 
     ARGUMENTS_PARSER = ArgumentsParser()
-    SECURITY_SCHEME: str
+    SECURITY_SCHEMES: tuple[str, ...]  # any one of them will do
     # The errors the hooks around every view may answer: (status, response component).
     GUARD_ERRORS: tuple[tuple[int, str], ...] = ((401, "UNAUTHORIZED"),)
     # Those it may also answer to a request that changes something (not GET).
@@ -76,7 +76,7 @@ class GuardedBlueprint(Blueprint):
         self, doc: dict[str, Any], doc_info: dict[str, Any], *, method: str, **kwargs: Any
     ) -> dict[str, Any]:
         """Document the security scheme and the errors the hooks around the view answer."""
-        doc["security"] = [{self.SECURITY_SCHEME: []}]
+        doc["security"] = [{scheme: []} for scheme in self.SECURITY_SCHEMES]
         errors = list(self.GUARD_ERRORS)
         if method.upper() not in READ_METHODS:
             errors.extend(self.WRITE_GUARD_ERRORS)
@@ -92,7 +92,8 @@ class GuardedBlueprint(Blueprint):
 
 
 class TenantBlueprint(GuardedBlueprint):
-    """A blueprint of the tenant API (/api/v1): every request needs an API key.
+    """A blueprint of the tenant API (/api/v1): every request needs an API key (in the
+    x-api-key header, or as Authorization: Bearer).
 
     The key is checked by app.auth.authenticate_request, an app-level hook that runs before
     the rate limiter, so the limiter can count per tenant and bad keys count for nobody; its
@@ -103,7 +104,7 @@ class TenantBlueprint(GuardedBlueprint):
     authenticate = staticmethod(require_api_key)
     authorize = staticmethod(require_scope)  # a read key may only read (403)
     rate_limited = True
-    SECURITY_SCHEME = "ApiKeyAuth"
+    SECURITY_SCHEMES = ("ApiKeyAuth", "ApiKeyBearer")  # x-api-key, or Authorization: Bearer
     GUARD_ERRORS = ((401, "UNAUTHORIZED"), (429, "RATE_LIMITED"))
     WRITE_GUARD_ERRORS = ((403, "INSUFFICIENT_SCOPE"),)
 
@@ -132,7 +133,7 @@ class RuntimeBlueprint(GuardedBlueprint):
     """A blueprint of the runtime API (/internal/v1): every request needs the runtime token."""
 
     authenticate = staticmethod(require_runtime_token)
-    SECURITY_SCHEME = "RuntimeToken"
+    SECURITY_SCHEMES = ("RuntimeToken",)
     GUARD_ERRORS = ((401, "UNAUTHORIZED"), (503, "SERVICE_UNAVAILABLE"))
 
 
