@@ -7,6 +7,7 @@ runtime builds on this package, never the other way round.
 from flask_smorest import Api
 
 from app.auth import API_KEY_BEARER_SCHEME, API_KEY_SCHEME, RUNTIME_SCHEME
+from app.errors import ErrorSchema
 from app.resources import health
 from app.resources.agents.routes import blp as agents_blp
 from app.resources.audit.routes import blp as audit_blp
@@ -57,7 +58,7 @@ def register_blueprints(api: Api) -> None:
                 name: {"$ref": f"#/components/headers/{name}"}
                 for name in ["Retry-After", *RATE_LIMIT_HEADERS]
             },
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+            "content": {"application/json": {"schema": ErrorSchema}},
         },
     )
     api.spec.components.response(
@@ -68,7 +69,7 @@ def register_blueprints(api: Api) -> None:
             "headers": {
                 name: {"$ref": f"#/components/headers/{name}"} for name in RATE_LIMIT_HEADERS
             },
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+            "content": {"application/json": {"schema": ErrorSchema}},
         },
     )
     api.register_blueprint(health.blp)

@@ -21,7 +21,7 @@ from flask import Response, current_app, g, request
 
 from app import db
 from app.auth import current_tenant
-from app.errors import ValidationFailed, error_response
+from app.errors import ErrorSchema, ValidationFailed, error_response
 from app.models import IdempotencyKey
 from app.services import idempotency as idempotency_service
 
@@ -190,14 +190,14 @@ class IdempotencyPlugin(BasePlugin):
             "IDEMPOTENCY_IN_PROGRESS",
             {
                 "description": IN_PROGRESS,
-                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+                "content": {"application/json": {"schema": ErrorSchema}},
             },
         )
         spec.components.response(
             "IDEMPOTENCY_KEY_REJECTED",
             {
                 "description": REJECTED,
-                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+                "content": {"application/json": {"schema": ErrorSchema}},
             },
         )
 
