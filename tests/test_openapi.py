@@ -493,6 +493,21 @@ def test_the_event_log_and_replay_document_their_answers(client):
             assert properties[:4] == ["id", "event", "timestamp", "data"], variant
 
 
+def test_a_receiver_has_one_schema_to_parse_any_delivery_with(client):
+    """WebhookEvent: every event, discriminated by its name, each as its callback sends it."""
+    document = spec(client)
+    union = document["components"]["schemas"]["WebhookEvent"]
+    mapping = union["discriminator"]["mapping"]
+    assert union["discriminator"]["propertyName"] == "event"
+    assert [ref["$ref"] for ref in union["oneOf"]] == list(mapping.values())
+    callbacks = document["paths"]["/api/v1/webhooks"]["post"]["callbacks"]
+    assert set(mapping) == set(callbacks)
+    for name, callback in callbacks.items():
+        body = callback["{$request.body#/url}"]["post"]["requestBody"]["content"]
+        assert body["application/json"]["schema"] == {"$ref": mapping[name]}, name
+    assert "delivery's body" in union["description"]
+
+
 UPDATES = [
     (
         "/api/v1/agents",

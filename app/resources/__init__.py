@@ -15,6 +15,7 @@ from app.resources.calls.routes import blp as calls_blp
 from app.resources.campaigns.routes import blp as campaigns_blp
 from app.resources.common import RATE_LIMIT_HEADERS
 from app.resources.credits.routes import blp as credits_blp
+from app.resources.events.payloads import WebhookEventSchema
 from app.resources.events.routes import blp as events_blp
 from app.resources.functions.routes import blp as functions_blp
 from app.resources.phone_numbers.routes import blp as phone_numbers_blp
@@ -41,6 +42,8 @@ def register_blueprints(api: Api) -> None:
     api.spec.components.security_scheme("ApiKeyAuth", API_KEY_SCHEME)
     api.spec.components.security_scheme("ApiKeyBearer", API_KEY_BEARER_SCHEME)
     api.spec.components.security_scheme("RuntimeToken", RUNTIME_SCHEME)
+    # No operation answers with it: it is there for receivers to parse a delivery's body with.
+    api.spec.components.schema("WebhookEvent", schema=WebhookEventSchema)
     for name, description in RATE_LIMIT_HEADERS.items():
         api.spec.components.header(
             name, {"description": description, "schema": {"type": "integer"}}

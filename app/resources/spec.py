@@ -4,6 +4,7 @@ its type field to its schema, as OpenAPI 3.0 describes polymorphism; a body fiel
 is the server's to apply, said in its description but not given as `default`; and the error
 body's schema is named ErrorResponse."""
 
+import inspect
 from typing import Any
 
 from apispec.ext.marshmallow import MarshmallowPlugin, OpenAPIConverter, resolver
@@ -30,20 +31,25 @@ def schema_name(schema: type[Schema] | Schema) -> str:
 
 class UnionConverter(OpenAPIConverter):
     """apispec's converter, with a OneOfSchema as oneOf its type schemas (each a component,
-    referred to by $ref) and their discriminator, and body properties without `default`."""
+    referred to by $ref) and their discriminator, described by its class's docstring, and
+    body properties without `default`."""
 
     def schema2jsonschema(self, schema: Schema) -> dict[str, Any]:
         if not isinstance(schema, OneOfSchema):
             return super().schema2jsonschema(schema)
         variants = schema.type_schemas.items()
         refs = {name: self.resolve_nested_schema(each) for name, each in variants}
-        return {
+        union = {
             "oneOf": list(refs.values()),
             "discriminator": {
                 "propertyName": schema.type_field,
                 "mapping": {name: ref["$ref"] for name, ref in refs.items()},
             },
         }
+        described = type(schema).__dict__.get("__doc__")  # its own, not its base class's
+        if described:
+            union["description"] = " ".join(inspect.cleandoc(described).split())
+        return union
 
     def fields2jsonschema(self, fields: Any, *, partial: Any = None) -> dict[str, Any]:
         """A body's properties, without the `default` apispec reads from a field's

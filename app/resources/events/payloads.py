@@ -1,5 +1,6 @@
 """What every event carries in `data`, exactly as its deliveries send it: one schema per event,
-the events as one union discriminated by their name, and the deliveries as OpenAPI callbacks.
+the events as one union discriminated by their name (Event in the event log, WebhookEvent for
+a receiver), and the deliveries as OpenAPI callbacks.
 
 EVENT_DATA is the one place an event's fields are named: the event log (GET /events) dumps
 each event with its schema, and the OpenAPI document describes each from it, so a generated
@@ -255,6 +256,14 @@ class EventUnion(OneOfSchema):
 
 class EventSchema(EventUnion):
     """An event exactly as a webhook delivery's body carries it."""
+
+    type_schemas = ENVELOPES
+
+
+class WebhookEventSchema(EventUnion):
+    """A webhook delivery's body, whichever the event: the one schema to parse a body with
+    (the same union as Event, the event log's; each delivery's callback names its own event's
+    schema)."""
 
     type_schemas = ENVELOPES
 

@@ -1,9 +1,10 @@
 // A webhook receiver's handler of every event, typed by the client that openapi-typescript
 // generates from the service's OpenAPI document (api.d.ts, written beside this file by
-// tests/system/test_typescript_client.py). Switching on `event` narrows `data` to that event's fields.
+// tests/system/test_typescript_client.py). A delivery's body is a WebhookEvent, the union of
+// every event; switching on `event` narrows `data` to that event's fields.
 import type { components, operations } from "./api";
 
-type Event = components["schemas"]["Event"];
+type Event = components["schemas"]["WebhookEvent"];
 type EventLogPage = operations["listEvents"]["responses"][200]["content"]["application/json"];
 
 export function describe(event: Event): string {
@@ -42,8 +43,14 @@ export function describe(event: Event): string {
   }
 }
 
+// The event log holds the same events: a page's are handled alike.
 export function describePage(page: EventLogPage): string[] {
   return page.events.map(describe);
+}
+
+// A delivery's raw body, parsed.
+export function describeBody(body: string): string {
+  return describe(JSON.parse(body) as Event);
 }
 
 // A delivery's body is one event's own schema, too.

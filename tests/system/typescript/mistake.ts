@@ -2,7 +2,7 @@
 // this file, or the type check of handlers.ts could not fail either.
 import type { components } from "./api";
 
-export function duration(event: components["schemas"]["Event"]): number {
+export function duration(event: components["schemas"]["WebhookEvent"]): number {
   if (event.event === "call.started") {
     return event.data.durationSeconds;
   }
