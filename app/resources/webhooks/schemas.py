@@ -121,7 +121,7 @@ class ReplayRequestSchema(Schema):
         required=True,
         metadata={
             "description": "Replay the events that happened at or after this moment (ISO 8601; "
-            "UTC when it has no offset)."
+            "UTC when it has no offset; not before 0001-01-01T00:00:00Z once in UTC)."
         },
     )
     until = UtcDateTime(
