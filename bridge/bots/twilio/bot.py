@@ -3,12 +3,12 @@
 server.py answers Twilio's webhooks and hands each media stream Twilio opens to `bot`, which
 checks it, starts (or takes up) its call with the service, and runs the call's agent on it
 through a `CallBridge`, with the speech and language services that the factory named by
-BOT_SERVICES makes (by default `openai_services`, below: OpenAI for all three).
+BOT_SERVICES makes (by default `openai_services`, from voiceagent_bridge.services: OpenAI for
+all three).
 """
 
 import contextlib
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +20,7 @@ from pipecat.workers.runner import WorkerRunner
 
 from voiceagent_bridge.bridge import BridgeOptions, CallBridge, VoiceServices
 from voiceagent_bridge.client import Call, Session
+from voiceagent_bridge.services import openai_services as openai_services  # BOT_SERVICES' default
 from voiceagent_bridge.twilio import TWILIO_RATE, TwilioLine
 
 log = logging.getLogger("bots.twilio")
@@ -93,42 +94,3 @@ async def run_bot(
     runner = WorkerRunner(handle_sigint=runner_args.handle_sigint)
     await runner.add_workers(worker)
     await runner.run()
-
-
-# -- the default services -----------------------------------------------------------------------
-
-# The agent's voiceId (the service's five voices) as one of OpenAI's voices.
-OPENAI_VOICES = {
-    "Puck": "ash",
-    "Charon": "onyx",
-    "Kore": "coral",
-    "Fenrir": "echo",
-    "Aoede": "sage",
-}
-
-
-def openai_services(call: Call, session: Session) -> VoiceServices:
-    """OpenAI for speech in, language and speech out (OPENAI_API_KEY), Silero for when the
-    caller speaks, and Pipecat's local turn model for when they are done."""
-    from pipecat.audio.vad.silero import SileroVADAnalyzer
-    from pipecat.processors.aggregators.llm_response_universal import LLMUserAggregatorParams
-    from pipecat.services.openai.llm import OpenAILLMService
-    from pipecat.services.openai.stt import OpenAISTTService
-    from pipecat.services.openai.tts import OpenAITTSService
-    from pipecat.transcriptions.language import Language
-
-    key = os.environ["OPENAI_API_KEY"]
-    return VoiceServices(
-        stt=OpenAISTTService(
-            api_key=key, settings=OpenAISTTService.Settings(language=Language(session.language))
-        ),
-        llm=OpenAILLMService(
-            api_key=key,
-            settings=OpenAILLMService.Settings(system_instruction=session.system_prompt),
-        ),
-        tts=OpenAITTSService(
-            api_key=key,
-            settings=OpenAITTSService.Settings(voice=OPENAI_VOICES.get(session.voice_id, "alloy")),
-        ),
-        user_params=LLMUserAggregatorParams(vad_analyzer=SileroVADAnalyzer()),
-    )
