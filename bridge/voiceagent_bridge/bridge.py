@@ -372,7 +372,8 @@ class CallBridge:
     your own: `context()` for the LLM context aggregators, `register_functions(llm)`,
     `attach(worker, user_aggregator, assistant_aggregator)` and `observers()` for the worker;
     then `answered()` when the caller is connected, `caller_hung_up()` when they leave,
-    and `finish()` once the pipeline has ended.
+    and `finish()` once the pipeline has ended. on_turn, when given, is told of each turn of
+    the transcript as it is added (for a page that shows the conversation, say).
     """
 
     def __init__(
@@ -384,6 +385,7 @@ class CallBridge:
         options: BridgeOptions | None = None,
         features: ServiceFeatures | None = None,
         started: float | None = None,
+        on_turn: Callable[[Turn], None] | None = None,
     ) -> None:
         self.client = client
         self.call = call
@@ -395,6 +397,7 @@ class CallBridge:
             client, call.id, self.features, give_up_s=self.options.report_give_up_s
         )
         self.turns: list[Turn] = []
+        self.on_turn = on_turn
         self.usage = Usage()
         self.worker: PipelineWorker | None = None
         self.answered_mono: float | None = None
@@ -570,6 +573,8 @@ class CallBridge:
         turn = Turn(role, text, *self._turn_times(timestamp))
         self.turns.append(turn)
         self.reporter.turn(turn)
+        if self.on_turn is not None:
+            self.on_turn(turn)
 
     def _turn_times(self, timestamp: str | None) -> tuple[int | None, int | None]:
         """startMs and endMs of a turn that began at timestamp and ends now, from the answer."""
