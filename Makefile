@@ -49,6 +49,8 @@ lint: install-dev
 	$(BIN)/ruff check app bridge tests bench deploy docs/examples worker.py wsgi.py
 	$(BIN)/ruff format --check app bridge tests bench deploy docs/examples worker.py wsgi.py
 	$(BIN)/mypy app bridge/voiceagent_bridge bridge/bots/twilio
+	@# Each bot is a folder of scripts with the same module names (bot, server): one run each.
+	$(BIN)/mypy bridge/bots/webrtc
 	@# Imports run one way, with no circle, and never into the bridge: pyproject.toml's contracts.
 	$(BIN)/lint-imports --no-cache
 	@# The docs site must build without a warning (broken links and anchors included).
