@@ -1,5 +1,5 @@
 """The real things a bridge test runs against: the service (gunicorn, worker.py, Redis, a
-database), tenants set up through its API, and the example bot as its own process."""
+database), tenants set up through its API, and the example bots, each as its own process."""
 
 import json
 import os
@@ -26,9 +26,7 @@ PARAMETERS = {
 EVENTS = ["call.started", "call.answered", "call.transcript", "call.ended", "function.called"]
 FUNCTION_SECRET = "bridge-function-secret"
 TWILIO_BOT = ROOT / "bridge" / "bots" / "twilio"
-# Every setting the bot reads, blank unless a test gives it: a .env left beside the bot sets
-# none of them here.
-BOT_SETTINGS = re.findall(r"^([A-Z_]+)=", (TWILIO_BOT / "env.example").read_text(), re.M)
+WEBRTC_BOT = ROOT / "bridge" / "bots" / "webrtc"
 
 
 def wait_for_port(port: int, timeout: float, what: str, logs=lambda: "") -> None:
@@ -42,36 +40,41 @@ def wait_for_port(port: int, timeout: float, what: str, logs=lambda: "") -> None
     raise AssertionError(f"{what} did not start\n{logs()}")
 
 
-class Bot:
-    """The Twilio bot (bridge/bots/twilio/server.py) with the scripted services, on a free
-    port."""
+class BotProcess:
+    """A bot of bridge/bots/ (its server.py) as its own process on a free port of 127.0.0.1,
+    with the scripted services."""
 
-    def __init__(self, log_dir: Path, service_url: str, twilio_api_url: str, **settings) -> None:
+    folder: Path
+
+    def __init__(self, log_dir: Path, **settings) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = log_dir / f"bot-{self.port}.log"
+        self.log = log_dir / f"bot-{self.folder.name}-{self.port}.log"
+        # Every setting the bot reads, blank unless a test gives it: a .env left beside the
+        # bot sets none of them here.
+        names = re.findall(r"^([A-Z_]+)=", (self.folder / "env.example").read_text(), re.M)
         env = {
             **os.environ,
-            **dict.fromkeys(BOT_SETTINGS, ""),
+            **dict.fromkeys(names, ""),
             # The scripted services are in tests/.
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-            "SERVICE_URL": service_url,
             "RUNTIME_TOKEN": RUNTIME_TOKEN,
-            "PUBLIC_URL": self.url,
-            "TWILIO_ACCOUNT_SID": ACCOUNT_SID,
-            "TWILIO_AUTH_TOKEN": AUTH_TOKEN,
-            "TWILIO_API_URL": twilio_api_url,
             "BOT_SERVICES": "tests.bridge.scripted:services",
+            **self.own_settings(),
             **{name: str(value) for name, value in settings.items()},
         }
         with open(self.log, "w") as log:
             self.process = subprocess.Popen(
-                [sys.executable, str(TWILIO_BOT / "server.py"), "--port", str(self.port)],
+                [sys.executable, str(self.folder / "server.py"), "--port", str(self.port)],
                 cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True,
             )  # fmt: skip
 
-    def wait(self, timeout: float = 60) -> "Bot":
-        wait_for_port(self.port, timeout, "the bot", self.logs)
+    def own_settings(self) -> dict[str, str]:
+        """The settings this kind of bot needs (it knows its port by then)."""
+        return {}
+
+    def wait(self, timeout: float = 60) -> "BotProcess":
+        wait_for_port(self.port, timeout, f"the {self.folder.name} bot", self.logs)
         return self
 
     def logs(self, tail: int = 6000) -> str:
@@ -81,6 +84,35 @@ class Bot:
         """Kill it: a graceful stop would wait for calls still open, which a test has no use
         for."""
         Workers.kill(self.process)
+
+
+class Bot(BotProcess):
+    """The Twilio bot (bridge/bots/twilio/server.py)."""
+
+    folder = TWILIO_BOT
+
+    def __init__(self, log_dir: Path, service_url: str, twilio_api_url: str, **settings) -> None:
+        self.service_url = service_url
+        self.twilio_api_url = twilio_api_url
+        super().__init__(log_dir, **settings)
+
+    def own_settings(self) -> dict[str, str]:
+        return {
+            "SERVICE_URL": self.service_url,
+            "PUBLIC_URL": self.url,
+            "TWILIO_ACCOUNT_SID": ACCOUNT_SID,
+            "TWILIO_AUTH_TOKEN": AUTH_TOKEN,
+            "TWILIO_API_URL": self.twilio_api_url,
+        }
+
+
+class BrowserBot(BotProcess):
+    """The browser bot (bridge/bots/webrtc/server.py), on 127.0.0.1 as by default."""
+
+    folder = WEBRTC_BOT
+
+    def __init__(self, log_dir: Path, service_url: str, **settings) -> None:
+        super().__init__(log_dir, SERVICE_URL=service_url, **settings)
 
 
 @dataclass
