@@ -15,7 +15,7 @@ from tests.system.workers import wait_until
 pytestmark = pytest.mark.slow
 
 CALLER = "+6281100000021"
-DID = "+6221555201"
+DID = "+6221555501"
 PROMPT = "You are the assistant of {{company}}."
 
 
@@ -105,7 +105,7 @@ def test_an_offer_for_a_number_without_an_agent_is_refused_with_the_services_rea
     answers: list = []
 
     async def offer() -> None:
-        unanswered, elsewhere = Browser(bot.url, "+6221555299"), Browser(bot.url, DID)
+        unanswered, elsewhere = Browser(bot.url, "+6221555599"), Browser(bot.url, DID)
         answers.append(await unanswered.call())
         answers.append(await elsewhere.call(origin="http://elsewhere.example"))
         for browser in (unanswered, elsewhere):
