@@ -107,6 +107,11 @@ class BrowserLine:
         connection = SmallWebRTCConnection(ice_servers=[])
         try:
             await connection.initialize(sdp=sdp, type=kind)
+            # Pipecat takes the first transceiver for the caller's audio; an offer without
+            # one would never connect, and its call would ring on.
+            transceivers = connection.pc.getTransceivers()
+            if not transceivers or transceivers[0].kind != "audio":
+                raise ValueError("it offers no audio first")
         except Exception as exc:
             await connection.disconnect()
             raise ValueError(f"The offer could not be answered: {exc}") from exc

@@ -101,7 +101,7 @@ def test_the_page_is_served(bot):
     assert f'value="{DID}"' in response.text and "/api/offer" in response.text
 
 
-def test_an_offer_for_a_number_without_an_agent_is_refused_with_the_services_reason(service, bot):
+def test_offers_the_bot_cannot_take_are_refused_with_the_reason(service, bot):
     answers: list = []
 
     async def offer() -> None:
@@ -113,5 +113,10 @@ def test_an_offer_for_a_number_without_an_agent_is_refused_with_the_services_rea
 
     run(offer())
     (status, refused), (other_status, other) = answers
+    # The service's reason (it recorded the call as failed)...
     assert status == 409 and refused["error"]["code"] == "no_agent", refused
+    # ...another site's page, and an offer with no audio in it, which reach no service.
     assert other_status == 403 and other["error"]["code"] == "forbidden"
+    garbage = {"sdp": "garbage", "type": "offer", "request_data": {"did": DID}}
+    response = requests.post(bot.url + "/api/offer", json=garbage, timeout=10)
+    assert response.status_code == 400 and response.json()["error"]["code"] == "bad_offer"
