@@ -14,7 +14,7 @@ from app.util import utcnow
 from tests.call_flow import RUNTIME, answer, end, end_body, start
 from tests.conftest import using_postgres
 from tests.helpers import ACTOR, assert_error, captured_queries
-from tests.services.test_calls import INDEX_RANGE, a_call_a_day
+from tests.services.calls.test_history import INDEX_RANGE, a_call_a_day
 
 COSTS = {"llm": 700, "stt": 200, "tts": 250, "telephony": 50, "other": 0}
 

@@ -1,0 +1,1 @@
+"""Tests of app/services/deliveries/."""
