@@ -320,6 +320,35 @@ def test_the_limits_migration_counts_each_tenants_calls_holding_credit(tmp_path)
         assert [tuple(row) for row in rows] == [("{}", 0, 0, None, None)] * 2
 
 
+def test_the_due_at_migration_makes_kept_campaigns_due_and_keeps_their_contacts(tmp_path):
+    """019 adds campaign.due_at NOT NULL (SQLite copies the table): a campaign kept from before
+    is due from its last change, and its contacts, which refer to it, stay."""
+    with empty_database(tmp_path) as database:
+        db.migration_router(database).run("018_outbound_calls_and_campaigns")
+        database.execute_sql(
+            "INSERT INTO tenant (id, name, plan, low_balance_threshold, balance_minutes, "
+            "lifetime_purchased_minutes, lifetime_used_minutes, reserved_minutes, calls_count, "
+            "created_at, event_seq, active_calls) VALUES ('ten_1', 'acme', 'starter', 10, 0, "
+            "0, 0, 0, 0, '2026-01-01', 0, 0)"
+        )
+        database.execute_sql(
+            "INSERT INTO campaign (id, tenant_id, name, status, max_concurrent_calls, "
+            "max_attempts, retry_delay_minutes, retry_on, total_count, pending_count, "
+            "in_progress_count, completed_count, failed_count, created_at, updated_at) VALUES "
+            "('cmp_1', 'ten_1', 'Survey', 'running', 1, 1, 60, '[]', 1, 1, 0, 0, 0, "
+            "'2026-01-01 00:00:00', '2026-01-02 00:00:00')"
+        )
+        database.execute_sql(
+            "INSERT INTO campaign_contact (id, campaign_id, seq, to_number, variables, status, "
+            "attempts, updated_at) VALUES ('cct_1', 'cmp_1', 1, '+6281200000000', '{}', "
+            "'pending', 0, '2026-01-01 00:00:00')"
+        )
+        assert db.upgrade(database)[0] == "019_campaign_due_at"
+        (due_at,) = database.execute_sql("SELECT due_at FROM campaign").fetchone()
+        assert str(due_at) == "2026-01-02 00:00:00"
+        assert database.execute_sql("SELECT id FROM campaign_contact").fetchall() == [("cct_1",)]
+
+
 def _writer_lock_is_free(database: peewee.Database) -> bool:
     """Whether another writer could queue_for_writing now (a fresh flock on the lock file)."""
     fd = os.open(f"{database.database}-writer", os.O_RDWR | os.O_CREAT, 0o600)

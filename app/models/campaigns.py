@@ -41,6 +41,10 @@ class Campaign(BaseModel):
     created_at = pw.DateTimeField(default=utcnow)
     updated_at = pw.DateTimeField(default=utcnow)
     completed_at = pw.DateTimeField(null=True)
+    # While running: the sweep looks at it from then on (UTC). Its schedule window's next
+    # opening while the window is closed, its next retry while no contact is due, else when it
+    # was created, resumed or last served (so the least recently served come first).
+    due_at = pw.DateTimeField(default=utcnow)
 
     @property
     def schedule(self) -> dict[str, Any] | None:
@@ -76,8 +80,8 @@ class Campaign(BaseModel):
     class Meta:
         indexes = (
             (("tenant", "created_at", "id"), False),
-            # The sweep's campaigns: the running ones.
-            (("status", "created_at"), False),
+            # The sweep's campaigns: the running ones that are due.
+            (("status", "due_at"), False),
         )
 
 

@@ -86,17 +86,16 @@ def contact_done(call: Call) -> None:
         status=status, last_outcome=result, next_attempt_at=due, updated_at=now
     ).where(CampaignContact.id == contact.id).execute()
     moved = COUNTERS[status]
+    changes = {
+        Campaign.in_progress_count: Campaign.in_progress_count - 1,
+        moved: moved + 1,
+        Campaign.updated_at: now,
+    }
+    if due is not None and campaign.due_at > due:
+        # The sweep waits for the campaign's other retries or its window: this one is sooner.
+        changes[Campaign.due_at] = due
     (updated,) = (
-        Campaign.update(
-            {
-                Campaign.in_progress_count: Campaign.in_progress_count - 1,
-                moved: moved + 1,
-                Campaign.updated_at: now,
-            }
-        )
-        .where(Campaign.id == campaign.id)
-        .returning(Campaign)
-        .execute()
+        Campaign.update(changes).where(Campaign.id == campaign.id).returning(Campaign).execute()
     )
     _complete_if_done(updated, now)
 

@@ -6,6 +6,12 @@ schedule window (in its own time zone), never more than max_concurrent_calls of 
 campaign queued or in progress, a retry only delayMinutes after the call it follows. The
 runtime claims them from dispatch, which admits each within the tenant's own limit.
 
+The sweep's query selects only due campaigns (DESIGN.md section 15, shared loops are fair):
+a time-zone window cannot be read in portable SQL, so each campaign keeps the UTC time it is
+next due (due_at: its window's next opening, its next retry, or when it was last served),
+and the campaigns are taken a tenant at a time, each tenant's least recently served first,
+so no tenant's campaigns, closed or many, hide another's.
+
 A contact is claimed in the database, in the transaction that queues its call (pending →
 in_progress, the call row, the counts): a worker killed at any moment has placed a contact's
 call and marked it, or neither. Its outcome is written in the transaction that ends the call
@@ -13,7 +19,7 @@ call and marked it, or neither. Its outcome is written in the transaction that e
 """
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 from zoneinfo import ZoneInfo
 
@@ -32,7 +38,7 @@ DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 MAX_ATTEMPTS = 5
 MAX_DELAY_MINUTES = 1440
 CONTACTS_PER_INSERT = 500
-# Campaigns looked at by one sweep: the running ones with room and pending contacts.
+# Campaigns looked at by one sweep: due ones with room and pending contacts, by tenant in turn.
 SWEEP_CAMPAIGNS = 200
 
 
@@ -52,6 +58,32 @@ def window_open(campaign: Campaign, moment: datetime) -> bool:
     if DAYS[local.weekday()] not in campaign.days:
         return False
     return str(campaign.window_start) <= local.strftime("%H:%M") < str(campaign.window_end)
+
+
+def next_opening(campaign: Campaign, moment: datetime) -> datetime:
+    """When the campaign's window next opens after moment (naive UTC): its start on the next of
+    its days whose start is later. A start the clock skips (a DST gap) is read with the offset
+    before the gap: late by at most the gap, never early."""
+    if campaign.timezone is None:
+        return moment
+    zone = ZoneInfo(campaign.timezone)
+    local = moment.replace(tzinfo=UTC).astimezone(zone)
+    hour, minute = (int(part) for part in str(campaign.window_start).split(":"))
+    for ahead in range(8):
+        day = local.date() + timedelta(days=ahead)
+        if DAYS[day.weekday()] not in campaign.days:
+            continue
+        start = datetime(day.year, day.month, day.day, hour, minute, tzinfo=zone)
+        opening = start.astimezone(UTC).replace(tzinfo=None)
+        if opening > moment:
+            return opening
+    return moment + timedelta(days=1)  # no day listed: the schema forbids it; look tomorrow
+
+
+def due_from(campaign: Campaign, moment: datetime) -> datetime:
+    """A running campaign's due_at from moment on: moment while its window is open, else the
+    window's next opening."""
+    return moment if window_open(campaign, moment) else next_opening(campaign, moment)
 
 
 def _tenant_campaigns(tenant: Tenant) -> "pw.ModelSelect[Campaign]":
@@ -137,28 +169,30 @@ def create_campaign(
     retry = retry or {}
     now = utcnow()
     campaign_id = new_id("cmp")
+    campaign = Campaign(
+        id=campaign_id,
+        tenant=tenant,
+        name=name,
+        phone_number=number.id,
+        agent=agent.id,
+        status="running",
+        max_concurrent_calls=max_concurrent_calls,
+        timezone=schedule["timezone"] if schedule else None,
+        days=list(schedule.get("days") or DAYS) if schedule else None,
+        window_start=schedule["start"] if schedule else None,
+        window_end=schedule["end"] if schedule else None,
+        max_attempts=retry.get("max_attempts", 1),
+        retry_delay_minutes=retry.get("delay_minutes", 60),
+        retry_on=list(retry.get("on", campaign_progress.DEFAULT_RETRY_ON)),
+        total_count=len(contacts),
+        pending_count=len(contacts),
+        created_at=now,
+        updated_at=now,
+    )
+    campaign.due_at = due_from(campaign, now)
     with unit_of_work():
         outbound_calls.check_available_credit(tenant.id)
-        Campaign.create(
-            id=campaign_id,
-            tenant=tenant,
-            name=name,
-            phone_number=number.id,
-            agent=agent.id,
-            status="running",
-            max_concurrent_calls=max_concurrent_calls,
-            timezone=schedule["timezone"] if schedule else None,
-            days=list(schedule.get("days") or DAYS) if schedule else None,
-            window_start=schedule["start"] if schedule else None,
-            window_end=schedule["end"] if schedule else None,
-            max_attempts=retry.get("max_attempts", 1),
-            retry_delay_minutes=retry.get("delay_minutes", 60),
-            retry_on=list(retry.get("on", campaign_progress.DEFAULT_RETRY_ON)),
-            total_count=len(contacts),
-            pending_count=len(contacts),
-            created_at=now,
-            updated_at=now,
-        )
+        campaign.save(force_insert=True)
         rows = [
             {
                 "id": new_id("cct"),
@@ -214,7 +248,10 @@ def _transition(*, tenant: Tenant, actor: audit.Actor, campaign_id: str, action:
                 code="illegal_transition",
                 details={"status": locked.status},
             )
-        Campaign.update(status=target, updated_at=utcnow()).where(
+        now = utcnow()
+        # Running again: due as its window says (the sweep skipped it while paused).
+        due = due_from(locked, now) if target == "running" else locked.due_at
+        Campaign.update(status=target, due_at=due, updated_at=now).where(
             Campaign.id == campaign.id
         ).execute()
         if target == "canceled":
@@ -239,18 +276,37 @@ def cancel_campaign(*, tenant: Tenant, actor: audit.Actor, campaign_id: str) -> 
     return _transition(tenant=tenant, actor=actor, campaign_id=campaign_id, action="canceled")
 
 
+def _due_again(campaign_id: str, due_at: datetime) -> None:
+    Campaign.update(due_at=due_at).where(Campaign.id == campaign_id).execute()
+
+
+def _next_retry(campaign_id: str) -> datetime | None:
+    """When the campaign's first pending contact is due (none due now: its retries wait)."""
+    return cast(
+        datetime | None,
+        CampaignContact.select(pw.fn.MIN(CampaignContact.next_attempt_at))
+        .where((CampaignContact.campaign == campaign_id) & (CampaignContact.status == "pending"))
+        .scalar(),
+    )
+
+
 def _place(campaign_id: str, tenant_id: str, now: datetime) -> int:
-    """Queue the calls of the campaign's due contacts, as many as it has room for; how many."""
+    """Queue the calls of the campaign's due contacts, as many as it has room for; how many.
+    Its due_at moves on: to its window's next opening, its next retry, or now (served)."""
     with transaction():
         _lock_tenant(tenant_id)
         campaign = campaign_progress.lock(campaign_id)
         if campaign is None or campaign.status != "running":
             return 0
         room = campaign.max_concurrent_calls - campaign.in_progress_count
-        if room <= 0 or not campaign.pending_count or not window_open(campaign, now):
+        if room <= 0 or not campaign.pending_count:
+            return 0
+        if not window_open(campaign, now):
+            _due_again(campaign_id, next_opening(campaign, now))
             return 0
         number = PhoneNumber.get_or_none(PhoneNumber.id == campaign.phone_number_id)
         if number is None or campaign.agent_id is None:
+            _due_again(campaign_id, now)  # to the back of its tenant's turn
             return 0
         due = cast(
             list[tuple[str, str, dict[str, str]]],
@@ -269,6 +325,7 @@ def _place(campaign_id: str, tenant_id: str, now: datetime) -> int:
             ),
         )
         if not due:
+            _due_again(campaign_id, _next_retry(campaign_id) or now)
             return 0
         CampaignContact.update(
             status="in_progress",
@@ -292,40 +349,46 @@ def _place(campaign_id: str, tenant_id: str, now: datetime) -> int:
             ],
             now=now,
         )
+        # Room left and contacts left: none of them is due yet.
+        waiting = len(due) < room and campaign.pending_count > len(due)
         Campaign.update(
             {
                 Campaign.in_progress_count: Campaign.in_progress_count + len(due),
                 Campaign.pending_count: Campaign.pending_count - len(due),
+                Campaign.due_at: (_next_retry(campaign_id) if waiting else None) or now,
                 Campaign.updated_at: now,
             }
         ).where(Campaign.id == campaign_id).execute()
     return len(due)
 
 
-def place_due(*, now: datetime | None = None) -> int:
-    """The sweep: queue the calls of every running campaign's due contacts that its window
-    and its room allow, one transaction per campaign; how many calls were queued."""
-    now = now or utcnow()
-    candidates = (
-        Campaign.select(
-            Campaign.id,
-            Campaign.tenant,
-            Campaign.timezone,
-            Campaign.days,
-            Campaign.window_start,
-            Campaign.window_end,
-        )
-        .where(
-            (Campaign.status == "running")
-            & (Campaign.pending_count > 0)
-            & (Campaign.in_progress_count < Campaign.max_concurrent_calls)
-        )
-        .order_by(Campaign.created_at)
+def _due_campaigns(now: datetime) -> list[tuple[str, str]]:
+    """The (id, tenant id) of up to SWEEP_CAMPAIGNS running campaigns due at now with room
+    and pending contacts (the index on status, due_at finds them): each tenant's first
+    before any tenant's second, and so on, each tenant's least recently served first."""
+    due = (
+        (Campaign.status == "running")
+        & (Campaign.due_at <= now)
+        & (Campaign.pending_count > 0)
+        & (Campaign.in_progress_count < Campaign.max_concurrent_calls)
+    )
+    served = [Campaign.due_at, Campaign.created_at, Campaign.id]
+    turn = pw.fn.ROW_NUMBER().over(partition_by=[Campaign.tenant], order_by=served)
+    ranked = Campaign.select(
+        Campaign.id, Campaign.tenant, Campaign.due_at, Campaign.created_at, turn.alias("turn")
+    ).where(due)
+    rows = (
+        pw.Select(from_list=[ranked.alias("due")], columns=[pw.SQL("id"), pw.SQL("tenant_id")])
+        .order_by(*(pw.SQL(name) for name in ("turn", "due_at", "created_at", "id")))
         .limit(SWEEP_CAMPAIGNS)
+        .bind(Campaign._meta.database)
+        .tuples()
     )
-    # A campaign outside its window costs no transaction.
-    return sum(
-        _place(campaign.id, campaign.tenant_id, now)
-        for campaign in candidates
-        if window_open(campaign, now)
-    )
+    return cast(list[tuple[str, str]], list(rows))
+
+
+def place_due(*, now: datetime | None = None) -> int:
+    """The sweep: queue the calls of the due campaigns' due contacts that their windows and
+    their room allow, one transaction per campaign; how many calls were queued."""
+    now = now or utcnow()
+    return sum(_place(campaign, tenant, now) for campaign, tenant in _due_campaigns(now))
