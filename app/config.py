@@ -33,6 +33,7 @@ MAX_FUNCTIONS_PER_AGENT = 64
 MAX_ACTIVE_KEYS_PER_TENANT = 100
 MAX_USERS_PER_TENANT = 20
 MAX_CONTACTS_PER_CAMPAIGN = 10000
+MAX_CAMPAIGNS_PER_TENANT = 50  # running or paused
 
 # flask maintenance prune deletes delivery attempts and finished events older than this.
 RETENTION_DAYS = 30

@@ -148,8 +148,9 @@ def create_campaign(
 
     The number and agent are checked as for one outbound call (404, 409 no_agent); the
     tenant needs available credit (409 no_credits); maxConcurrentCalls is at most the
-    tenant's concurrent-call limit (422); the contacts at most the setting's cap (409
-    limit_reached). schedule and retry are validated by the API's schema.
+    tenant's concurrent-call limit (422); the contacts at most the setting's cap, the tenant's
+    running and paused campaigns fewer than theirs (409 limit_reached). schedule and retry
+    are validated by the API's schema.
     """
     limits.check_contacts(len(contacts))
     number, agent = outbound_calls.outbound_line(
@@ -191,6 +192,7 @@ def create_campaign(
     )
     campaign.due_at = due_from(campaign, now)
     with unit_of_work():
+        limits.check(tenant.id, "campaigns")
         outbound_calls.check_available_credit(tenant.id)
         campaign.save(force_insert=True)
         rows = [

@@ -1,6 +1,7 @@
-"""Caps per tenant: how many webhooks, agents, functions per agent, active API keys and
-dashboard users one tenant may have (settings; DESIGN.md section 15). One tenant's bulk never
-becomes every tenant's cost: 1,000 webhooks would make every event 1,000 deliveries.
+"""Caps per tenant: how many webhooks, agents, functions per agent, active API keys,
+dashboard users and running or paused campaigns one tenant may have (settings; DESIGN.md
+section 15). One tenant's bulk never becomes every tenant's cost: 1,000 webhooks would make
+every event 1,000 deliveries.
 
 check() is called by the service that creates the thing, inside its transaction: it takes the
 tenant row's lock first (PostgreSQL: SELECT ... FOR UPDATE; SQLite's IMMEDIATE transaction
@@ -14,7 +15,7 @@ from flask import current_app
 
 from app.db import is_sqlite
 from app.errors import AppError
-from app.models import Agent, ApiKey, Function, Tenant, User, Webhook
+from app.models import Agent, ApiKey, Campaign, Function, Tenant, User, Webhook
 from app.util import utcnow
 
 
@@ -54,6 +55,15 @@ def _users(tenant_id: str, scope: str | None) -> int:
     return User.select().where(User.tenant == tenant_id).count()
 
 
+def _campaigns(tenant_id: str, scope: str | None) -> int:
+    # Those the sweep may still serve: finished ones are kept for their history.
+    return (
+        Campaign.select()
+        .where((Campaign.tenant == tenant_id) & Campaign.status.in_(("running", "paused")))
+        .count()
+    )
+
+
 # Name: (setting, what is counted, how a person reads it).
 CAPS: dict[str, tuple[str, Callable[[str, str | None], int], str]] = {
     "webhooks": ("MAX_WEBHOOKS_PER_TENANT", _webhooks, "webhooks"),
@@ -61,6 +71,7 @@ CAPS: dict[str, tuple[str, Callable[[str, str | None], int], str]] = {
     "functions": ("MAX_FUNCTIONS_PER_AGENT", _functions, "functions on one agent"),
     "apiKeys": ("MAX_ACTIVE_KEYS_PER_TENANT", _api_keys, "active API keys"),
     "users": ("MAX_USERS_PER_TENANT", _users, "dashboard users"),
+    "campaigns": ("MAX_CAMPAIGNS_PER_TENANT", _campaigns, "running or paused campaigns"),
 }
 # Campaigns come with their contacts in one request; the campaign service checks that count.
 MAX_CONTACTS_SETTING = "MAX_CONTACTS_PER_CAMPAIGN"

@@ -129,6 +129,23 @@ def test_more_contacts_than_the_cap_is_409_limit_reached(app, client, headers, n
     assert create(client, headers, number_id, numbers(3)).status_code == 201
 
 
+def test_more_running_or_paused_campaigns_than_the_cap_is_409_limit_reached(
+    app, client, headers, number_id
+):
+    app.config["MAX_CAMPAIGNS_PER_TENANT"] = 2
+    first = created(client, headers, number_id, numbers(1))
+    second = created(client, headers, number_id, numbers(1))
+    assert client.post(f"{CAMPAIGNS}/{second}/pause", headers=headers).status_code == 200
+    error = assert_error(create(client, headers, number_id, numbers(1)), 409, "limit_reached")
+    assert error["details"] == {"limit": "campaigns", "max": 2, "current": 2}
+    assert "running or paused campaigns, the most it may have is 2" in error["message"]
+    assert Campaign.select().count() == 2
+    # A paused one may run again; a canceled one frees its place.
+    assert client.post(f"{CAMPAIGNS}/{second}/resume", headers=headers).status_code == 200
+    assert client.post(f"{CAMPAIGNS}/{first}/cancel", headers=headers).status_code == 200
+    assert create(client, headers, number_id, numbers(1)).status_code == 201
+
+
 def test_ten_thousand_contacts_are_taken_in_one_request(client, headers, number_id):
     response = create(client, headers, number_id, numbers(10_000))
     assert response.status_code == 201, response.get_data(as_text=True)

@@ -41,6 +41,7 @@ def test_the_defaults_are_the_documented_caps(app):
             "functions": 64,
             "apiKeys": 100,
             "users": 20,
+            "campaigns": 50,
         }
     assert app.config["MAX_CONTACTS_PER_CAMPAIGN"] == 10_000
 

@@ -45,7 +45,7 @@ class Campaigns(MethodView):
         schema=ErrorSchema,
         description="no_agent (no agentId and the number has none, or it is inactive), "
         "no_credits (no available minutes) or limit_reached (more contacts than a campaign "
-        "may hold).",
+        "may hold, or the tenant has as many running or paused campaigns as it may).",
     )
     @blp.doc(operationId="createCampaign")
     def post(self, fields):
