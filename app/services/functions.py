@@ -4,12 +4,13 @@ Creating, changing or deleting one makes its agent's next version (app.services.
 A deleted function keeps its row, out of every list, for the versions that have it.
 """
 
+import json
 from typing import Any, cast
 
 from peewee import fn
 
 from app.db import unit_of_work
-from app.errors import Conflict, NotFound
+from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Agent, Function, Tenant
 from app.outbound.policy import require_safe_url
 from app.services import agents as agent_service
@@ -22,6 +23,11 @@ MIN_TIMEOUT_MS = 500
 MAX_TIMEOUT_MS = 5000
 DEFAULT_TIMEOUT_MS = 5000
 SECRET_PREFIX = "fsec_"  # of a generated signing secret
+# Sizes that multiply (every version and every session carries the definitions).
+MAX_DEFINITION_BYTES = 64 * 1024  # a whole definition, as compact JSON
+MAX_DESCRIPTION = 1024
+MAX_ENUM_VALUES = 100
+MAX_ENUM_VALUE = 256  # characters of a value (one that is not a string: as compact JSON)
 
 JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -52,6 +58,36 @@ def count_by_agent(*, tenant: Tenant) -> dict[str, int]:
     return dict(cast(list[tuple[str, int]], list(query.tuples())))
 
 
+def compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def enum_value_length(value: Any) -> int:
+    """The characters an enum value counts: a string's own, any other value's as JSON."""
+    return len(value) if isinstance(value, str) else len(compact_json(value))
+
+
+def check_definition_size(definition: dict[str, Any]) -> None:
+    """ValidationFailed naming parameters (the part that can grow) when the definition
+    (name, description, endpoint, method, parameters, timeoutMs) passes 64 KiB as compact
+    JSON."""
+    size = len(compact_json(definition).encode())
+    if size > MAX_DEFINITION_BYTES:
+        raise ValidationFailed(
+            "Invalid value for parameters.",
+            details={
+                "parameters": [
+                    f"The function's definition is {size:,} bytes as compact JSON; at most "
+                    f"{MAX_DEFINITION_BYTES:,} (64 KiB)."
+                ]
+            },
+        )
+
+
+def _definition(function: Function) -> dict[str, Any]:
+    return {field: getattr(function, field) for field in ("name", *snapshots.DEFINITION_FIELDS)}
+
+
 def get_function(*, agent: Agent, name: str) -> Function:
     function = Function.get_or_none((Function.agent == agent) & (Function.name == name) & LIVE)
     if function is None:
@@ -65,6 +101,9 @@ def create_function(
     """Define a function on one of the tenant's agents; names are unique per agent (among its
     live functions). Makes the agent's next version. The endpoint's host is resolved (the URL
     rules) before the transaction opens."""
+    check_definition_size(
+        {field: fields.get(field) for field in ("name", *snapshots.DEFINITION_FIELDS)}
+    )
     require_safe_url(fields["endpoint"], field="endpoint")
     with unit_of_work():
         agent = agent_service.lock_agent(tenant=tenant, agent_id=agent_id)
@@ -104,6 +143,7 @@ def update_function(
         agent = agent_service.lock_agent(tenant=tenant, agent_id=agent_id)
         function = get_function(agent=agent, name=name)
         changed = [field for field, value in fields.items() if getattr(function, field) != value]
+        check_definition_size({**_definition(function), **fields})
         for field, value in fields.items():
             setattr(function, field, value)
         function.updated_at = utcnow()

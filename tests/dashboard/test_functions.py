@@ -145,6 +145,24 @@ def test_saving_the_whole_unchanged_form_changes_nothing(
     assert changes() == []
 
 
+def test_the_add_function_form_refuses_a_definition_past_64_kib(signed_in, post, agent_id):
+    enum = [f"{n:03d}".ljust(256, "x") for n in range(100)]
+    properties = {f"p{n}": {"type": "string", "description": "x", "enum": enum} for n in range(3)}
+    form = {
+        "name": "book_slot",
+        "description": "Books a slot.",
+        "endpoint": "https://clinic.example.com/book",
+        "method": "POST",
+        "parameters": json.dumps({"type": "object", "properties": properties}),
+        "timeoutMs": "800",
+    }
+    response = post(f"{AGENTS}/{agent_id}/functions", form)
+    assert response.status_code == 422
+    assert "at most 65,536 (64 KiB)" in text(response)
+    assert 'id="function-parameters-error"' in text(response)
+    assert Function.select().count() == 0
+
+
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [

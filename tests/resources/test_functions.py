@@ -1,5 +1,6 @@
 """Agent functions: definitions API."""
 
+import json
 import threading
 
 import pytest
@@ -169,6 +170,67 @@ def test_an_out_of_range_timeout_names_the_range(client, headers, agent_id):
     assert error["details"] == {
         "timeoutMs": ["Must be greater than or equal to 500 and less than or equal to 5000."]
     }
+
+
+def enum_parameters(count, length, properties=1):
+    """Parameters whose properties each have an enum of count values of length characters."""
+    return {
+        "type": "object",
+        "properties": {
+            f"p{n}": {
+                "type": "string",
+                "description": "One of them.",
+                "enum": [f"{v:04d}".ljust(length, "x") for v in range(count)],
+            }
+            for n in range(properties)
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"description": "d" * 1025}, "Length must be between 1 and 1024."),
+        ({"parameters": enum_parameters(101, 5)}, "Length must be between 1 and 100."),
+        ({"parameters": enum_parameters(3, 257)}, "At most 256 characters."),
+        (
+            {
+                "parameters": {
+                    **enum_parameters(1, 5),
+                    "properties": {
+                        "p": {"type": "array", "description": "x", "enum": [["y" * 200, "z" * 60]]}
+                    },
+                }
+            },
+            "At most 256 characters.",
+        ),
+        ({"parameters": enum_parameters(100, 256, properties=3)}, "at most 65,536 (64 KiB)"),
+    ],
+)
+def test_a_definition_is_bounded(client, headers, agent_id, fields, message):
+    """An enum of 100 values of 256 characters fits; three of them pass 64 KiB as a whole."""
+    error = assert_error(create(client, headers, agent_id, **fields), 422, "validation_error")
+    [bad] = error["details"]
+    assert bad == next(iter(fields))
+    assert message in json.dumps(error["details"][bad])
+    assert Function.select().count() == 0
+
+
+def test_the_largest_definitions_fit_and_an_update_past_64_kib_is_refused(
+    client, headers, agent_id
+):
+    largest = enum_parameters(100, 256, properties=2)
+    assert (
+        create(client, headers, agent_id, description="d" * 1024, parameters=largest).status_code
+        == 201
+    )
+    error = assert_error(
+        update(client, headers, agent_id, parameters=enum_parameters(100, 256, properties=3)),
+        422,
+        "validation_error",
+    )
+    assert list(error["details"]) == ["parameters"]
+    assert Function.get().parameters["properties"].keys() == {"p0", "p1"}
 
 
 def update(client, headers, agent_id, **fields):

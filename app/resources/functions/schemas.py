@@ -15,8 +15,13 @@ from app.resources.fields import ReceiverUrl, StrictInteger, Timestamp
 from app.services.functions import (
     DEFAULT_TIMEOUT_MS,
     JSON_TYPES,
+    MAX_DEFINITION_BYTES,
+    MAX_DESCRIPTION,
+    MAX_ENUM_VALUE,
+    MAX_ENUM_VALUES,
     MAX_TIMEOUT_MS,
     MIN_TIMEOUT_MS,
+    enum_value_length,
 )
 
 NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
@@ -31,6 +36,11 @@ class ItemTypeSchema(Schema):
     )
 
 
+def short_enum_value(value: Any) -> None:
+    if enum_value_length(value) > MAX_ENUM_VALUE:
+        raise ValidationError(f"At most {MAX_ENUM_VALUE} characters.")
+
+
 class PropertySchema(Schema):
     type = fields.String(
         required=True,
@@ -43,9 +53,17 @@ class PropertySchema(Schema):
         metadata={"description": "What the value means, for the AI."},
     )
     enum = fields.List(
-        fields.Raw(allow_none=True),
-        validate=validate.Length(1, 100),
-        metadata={"description": "Optional: the only values allowed."},
+        fields.Raw(
+            allow_none=True,
+            validate=short_enum_value,
+            metadata={"maxLength": MAX_ENUM_VALUE},
+        ),
+        validate=validate.Length(1, MAX_ENUM_VALUES),
+        metadata={
+            "description": f"Optional: the only values allowed, at most {MAX_ENUM_VALUES}, "
+            f"each at most {MAX_ENUM_VALUE} characters (a value that is not a string: as "
+            "compact JSON)."
+        },
     )
     items = fields.Nested(
         ItemTypeSchema,
@@ -118,6 +136,11 @@ class ParametersCreateSchema(Schema):
             raise ValidationError("Items must be unique.", "required")
 
 
+DESCRIPTION_DESCRIPTION = (
+    "Tells the AI what the function does. The whole definition (description, endpoint, "
+    f"method, parameters, timeoutMs) is at most {MAX_DEFINITION_BYTES // 1024} KiB as compact "
+    "JSON."
+)
 ENDPOINT_DESCRIPTION = (
     "Your https URL that the service calls: at most 2,048 characters, no user info, a host "
     "that is an IP address or a valid host name (labels of 1 to 63 characters, 253 in all), "
@@ -143,8 +166,8 @@ class FunctionUpdateSchema(Schema):
     its value. The name and the signing secret stay as they are."""
 
     description = fields.String(
-        validate=validate.Length(1, 2000),
-        metadata={"description": "Tells the AI what the function does."},
+        validate=validate.Length(1, MAX_DESCRIPTION),
+        metadata={"description": DESCRIPTION_DESCRIPTION},
     )
     endpoint = ReceiverUrl(ENDPOINT_DESCRIPTION)
     method = fields.String(
@@ -171,8 +194,8 @@ class FunctionCreateSchema(Schema):
     )
     description = fields.String(
         required=True,
-        validate=validate.Length(1, 2000),
-        metadata={"description": "Tells the AI what the function does."},
+        validate=validate.Length(1, MAX_DESCRIPTION),
+        metadata={"description": DESCRIPTION_DESCRIPTION},
     )
     endpoint = ReceiverUrl(ENDPOINT_DESCRIPTION, required=True)
     method = fields.String(
