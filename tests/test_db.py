@@ -1,6 +1,7 @@
 """Storage: migrations from empty, SQLite settings, PostgreSQL when configured."""
 
 import fcntl
+import json
 import os
 import sqlite3
 import threading
@@ -14,7 +15,7 @@ import pytest
 from playhouse.db_url import connect
 
 from app import db
-from app.models import ALL_MODELS, JSONField
+from app.models import ALL_MODELS, AgentVersion, FunctionDefinition, JSONField
 from tests.conftest import TEST_DATABASE_URL, using_postgres
 
 
@@ -149,6 +150,74 @@ def test_function_timeouts_default_to_5000_ms_before_and_after_the_migration(tmp
         insert_function(database, "fn_old_code")
         rows = database.execute_sql("SELECT id, timeout_ms FROM function ORDER BY id").fetchall()
         assert [tuple(row) for row in rows] == [("fn_kept", 5000), ("fn_old_code", 5000)]
+
+
+def version_entries(name: str, endpoint: str) -> list[dict]:
+    return [
+        {
+            "id": f"fn_{name}",
+            "name": name,
+            "description": "Looks it up.",
+            "endpoint": endpoint,
+            "method": "POST",
+            "parameters": {
+                "type": "object",
+                "properties": {"q": {"type": "string", "description": "é", "enum": ["a"]}},
+                "required": [],
+            },
+            "timeout_ms": 5000,
+        }
+    ]
+
+
+def test_the_definitions_migration_stores_each_definition_once_and_reads_versions_the_same(
+    tmp_path,
+):
+    """Versions written with a copy of every definition: after the migration they hold
+    digests, a definition shared by versions is stored once, and each version reads back what
+    it held; the rollback puts the copies back."""
+    kept = {
+        1: [],
+        2: version_entries("lookup", "https://crm.example.com/a"),
+        3: version_entries("lookup", "https://crm.example.com/a"),  # a name change only
+        4: version_entries("lookup", "https://crm.example.com/b")
+        + version_entries("zeta", "https://crm.example.com/z"),
+    }
+    with empty_database(tmp_path) as database:
+        db.migration_router(database).run("018_outbound_calls_and_campaigns")
+        database.execute_sql(
+            "INSERT INTO tenant (id, name, plan, low_balance_threshold, balance_minutes, "
+            "lifetime_purchased_minutes, lifetime_used_minutes, reserved_minutes, calls_count, "
+            "created_at) VALUES ('ten_1', 'acme', 'starter', 10, 0, 0, 0, 0, 0, '2026-01-01')"
+        )
+        database.execute_sql(
+            "INSERT INTO agent (id, tenant_id, name, system_prompt, voice_id, greeting_text, "
+            "language, max_call_duration_minutes, tools_enabled, is_active, created_at, "
+            "updated_at, version) VALUES ('agent_1', 'ten_1', 'A', 'p', 'Puck', '', 'id', 10, "
+            "'[]', true, '2026-01-01', '2026-01-01', 4)"
+        )
+        for version, entries in kept.items():
+            database.execute_sql(
+                "INSERT INTO agent_version (agent_id, version, name, system_prompt, voice_id, "
+                "greeting_text, language, max_call_duration_minutes, tools_enabled, functions, "
+                "changes, actor_type, actor_label, created_at) VALUES ('agent_1', %s, 'A', 'p', "
+                "'Puck', '', 'id', 10, '[]', %s, '[]', 'system', 'System', '2026-01-01')".replace(
+                    "%s", database.param
+                ),
+                (version, json.dumps(entries, separators=(",", ":"), ensure_ascii=False)),
+            )
+        db.upgrade(database)
+        with database.bind_ctx([AgentVersion, FunctionDefinition]):
+            assert FunctionDefinition.select().count() == 3
+            for version, entries in kept.items():
+                read = AgentVersion.get(agent="agent_1", version=version)
+                assert len(read.function_digests) == len(entries)
+                assert read.functions == entries
+        db.migration_router(database).rollback()  # 020, the latest
+        rows = database.execute_sql(
+            "SELECT version, functions FROM agent_version ORDER BY version"
+        ).fetchall()
+        assert {version: json.loads(text) for version, text in rows} == kept
 
 
 def test_the_seq_migration_numbers_each_tenants_kept_events_in_order(tmp_path):

@@ -1,7 +1,7 @@
 """The peewee models by domain. Times are naive UTC; ids are prefixed random strings
 (app.util.new_id)."""
 
-from app.models.agents import Agent, AgentVersion
+from app.models.agents import Agent, AgentVersion, FunctionDefinition
 from app.models.audit import AuditEntry
 from app.models.billing import CreditTransaction
 from app.models.calls import Call, CallTurn
@@ -21,6 +21,7 @@ ALL_MODELS = [
     UserSession,
     Agent,
     AgentVersion,
+    FunctionDefinition,
     PhoneNumber,
     Campaign,
     CampaignContact,
@@ -52,6 +53,7 @@ __all__ = [
     "DeliveryAttempt",
     "Event",
     "Function",
+    "FunctionDefinition",
     "FunctionInvocation",
     "IdempotencyKey",
     "JSONField",

@@ -1,5 +1,7 @@
 """Agents and their immutable versions."""
 
+from typing import Any, cast
+
 import peewee as pw
 
 from app.db import BaseModel
@@ -45,14 +47,29 @@ class AgentVersion(BaseModel):
     max_call_duration_minutes = pw.IntegerField()
     tools_enabled = JSONField()
     escalation_number = pw.CharField(max_length=16, null=True)
-    # [{id, name, description, endpoint, method, parameters, timeout_ms}] by name: the id is
-    # the Function row whose signing secret signs this version's calls of it.
-    functions = JSONField()
+    # The digests of its functions' definitions (FunctionDefinition), by name: an unchanged
+    # definition is stored once per agent, not again in every version (migration 020).
+    function_digests = JSONField(column_name="functions")
     changes = JSONField()  # the API names of what differs from the version before
     actor_type = pw.CharField(max_length=8)  # as an AuditEntry's
     actor_id = pw.CharField(max_length=32, null=True)
     actor_label = pw.CharField(max_length=255)
     created_at = pw.DateTimeField(default=utcnow)
+
+    _functions: list[dict[str, Any]] | None = None
+
+    @property
+    def functions(self) -> list[dict[str, Any]]:
+        """[{id, name, description, endpoint, method, parameters, timeout_ms}] by name: the id
+        is the Function row whose signing secret signs this version's calls of it."""
+        if self._functions is None:
+            self._functions = definitions_of(self.agent_id, self.function_digests)
+        return self._functions
+
+    @functions.setter
+    def functions(self, entries: list[dict[str, Any]]) -> None:
+        # A version made up in memory (a call from before versions): nothing to read.
+        self._functions = entries
 
     @property
     def actor(self) -> dict[str, str | None]:
@@ -62,3 +79,31 @@ class AgentVersion(BaseModel):
     class Meta:
         # The key is the read path: one version, or an agent's newest first.
         primary_key = pw.CompositeKey("agent", "version")
+
+
+class FunctionDefinition(BaseModel):
+    """A function's definition as versions keep it, once per agent and content: a version
+    holds the digests of its functions' definitions (app.services.snapshots)."""
+
+    agent = pw.ForeignKeyField(Agent, backref="function_definitions", on_delete="CASCADE")
+    digest = pw.CharField(max_length=64)  # sha256 of the entry as sorted compact JSON
+    # {id, name, description, endpoint, method, parameters, timeout_ms}
+    entry = JSONField()
+    created_at = pw.DateTimeField(default=utcnow)
+
+    class Meta:
+        table_name = "function_definition"
+        primary_key = pw.CompositeKey("agent", "digest")
+
+
+def definitions_of(agent_id: str, digests: list[str]) -> list[dict[str, Any]]:
+    """The definitions of those digests of the agent's, in their order."""
+    if not digests:
+        return []
+    query = (
+        FunctionDefinition.select(FunctionDefinition.digest, FunctionDefinition.entry)
+        .where((FunctionDefinition.agent == agent_id) & FunctionDefinition.digest.in_(digests))
+        .tuples()
+    )
+    found = dict(cast(list[tuple[str, dict[str, Any]]], list(query)))
+    return [found[digest] for digest in digests]

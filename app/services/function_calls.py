@@ -33,6 +33,7 @@ from app import metrics, queue, signing
 from app.db import transaction
 from app.errors import Conflict, NotFound
 from app.models import AgentVersion, Call, Function, FunctionInvocation, Tenant
+from app.models.agents import definitions_of
 from app.outbound import client
 from app.outbound.errors import OutboundError, OutboundTimeout
 from app.services import agents as agent_service
@@ -157,7 +158,7 @@ def _find(call_id: str, function_name: str) -> tuple[str, str, dict[str, Any] | 
     A call from before versions uses its agent's live function of that name.
     """
     found = (
-        Call.select(Call.tenant, Call.status, Call.agent, AgentVersion.functions)
+        Call.select(Call.tenant, Call.status, Call.agent, AgentVersion.function_digests)
         .join(
             AgentVersion,
             pw.JOIN.LEFT_OUTER,
@@ -169,14 +170,15 @@ def _find(call_id: str, function_name: str) -> tuple[str, str, dict[str, Any] | 
     )
     if found is None:
         return None
-    tenant_id, status, agent_id, functions = found
-    if functions is None:
+    tenant_id, status, agent_id, digests = found
+    if digests is None:
         live = Function.get_or_none(
             (Function.agent == agent_id)
             & (Function.name == function_name)
             & Function.deleted_at.is_null()
         )
         return tenant_id, status, None if live is None else snapshots.function_entry(live)
+    functions = definitions_of(agent_id, digests)
     entry = next((entry for entry in functions if entry["name"] == function_name), None)
     return tenant_id, status, entry
 

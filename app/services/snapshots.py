@@ -1,10 +1,13 @@
 """Agent versions as they are made: after each change to what a call uses of an agent, the
 change's own transaction writes the agent's next version, an immutable snapshot of its
-call-facing fields and its live functions' definitions (never a secret)."""
+call-facing fields and its live functions' definitions (never a secret); a definition is
+stored once per agent and content, and a version holds their digests."""
 
-from typing import Any
+import hashlib
+import json
+from typing import Any, cast
 
-from app.models import Agent, AgentVersion, Function
+from app.models import Agent, AgentVersion, Function, FunctionDefinition
 from app.services.audit import Actor
 from app.util import camelcase
 
@@ -68,12 +71,40 @@ def record_first(agent: Agent, *, actor: Actor) -> AgentVersion:
     return _snapshot(agent, actor=actor, changes=[])
 
 
+def digest(entry: dict[str, Any]) -> str:
+    """The key of a function entry among its agent's definitions: its content's sha256
+    (the same in migration 020)."""
+    text = json.dumps(entry, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def store_definitions(agent_id: str, entries: list[dict[str, Any]]) -> list[str]:
+    """The digests of the entries, storing those the agent's definitions lack: a version
+    refers to its functions' definitions rather than copying them."""
+    digests = [digest(entry) for entry in entries]
+    if not digests:
+        return digests
+    query = (
+        FunctionDefinition.select(FunctionDefinition.digest)
+        .where((FunctionDefinition.agent == agent_id) & FunctionDefinition.digest.in_(digests))
+        .tuples()
+    )
+    stored = {row[0] for row in cast(list[tuple[str]], list(query))}
+    missing = {key: entry for key, entry in zip(digests, entries, strict=True) if key not in stored}
+    if missing:
+        FunctionDefinition.insert_many(
+            [{"agent": agent_id, "digest": key, "entry": entry} for key, entry in missing.items()]
+        ).execute()
+    return digests
+
+
 def _snapshot(agent: Agent, *, actor: Actor, changes: list[str]) -> AgentVersion:
+    entries = [function_entry(function) for function in live_functions(agent.id)]
     return AgentVersion.create(
         agent=agent.id,
         version=agent.version,
         **{name: getattr(agent, name) for name in CALL_FIELDS},
-        functions=[function_entry(function) for function in live_functions(agent.id)],
+        function_digests=store_definitions(agent.id, entries),
         changes=changes,
         actor_type=actor.type,
         actor_id=actor.id,

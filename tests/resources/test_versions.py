@@ -1,7 +1,7 @@
 """Agent versions: made at every call-facing change, listed, read and restored (DESIGN.md
 section 11)."""
 
-from app.models import AgentVersion, Function
+from app.models import AgentVersion, Function, FunctionDefinition
 from tests.helpers import assert_error
 
 PARAMETERS = {
@@ -136,6 +136,33 @@ def test_function_changes_make_versions(client, headers, agent_id):
     assert version(client, headers, agent_id, 3)["functions"][0]["timeoutMs"] == 800
     assert version(client, headers, agent_id, 4)["functions"] == []
     assert client.get(f"/api/v1/agents/{agent_id}", headers=headers).json["version"] == 4
+
+
+def test_a_version_refers_to_unchanged_definitions_rather_than_copying_them(
+    client, headers, agent_id
+):
+    """Eight definitions near 64 KiB each: a name change writes a version of a few hundred
+    bytes (each definition is stored once), and every version still reads whole."""
+    enum = [f"{n:03d}".ljust(256, "x") for n in range(100)]
+    properties = {f"p{n}": {"type": "string", "description": "x", "enum": enum} for n in range(2)}
+    big = {"type": "object", "properties": properties, "required": []}
+    for n in range(8):
+        body = function_body(name=f"f{n}", parameters=big)
+        assert (
+            client.post(
+                f"/api/v1/agents/{agent_id}/functions", json=body, headers=headers
+            ).status_code
+            == 201
+        )
+    before = version(client, headers, agent_id, 9)
+    patch(client, headers, agent_id, name="Renamed")
+    stored = AgentVersion.get(agent=agent_id, version=10)
+    size = sum(len(str(value)) for value in stored.__data__.values() if value is not None)
+    assert size < 2_000
+    assert FunctionDefinition.select().where(FunctionDefinition.agent == agent_id).count() == 8
+    after = version(client, headers, agent_id, 10)
+    assert after["functions"] == before["functions"]
+    assert [entry["parameters"] for entry in after["functions"]] == [big] * 8
 
 
 def test_rotating_a_secret_makes_no_version(client, headers, agent_id):

@@ -37,7 +37,7 @@ SESSION_FIELDS = (
     "escalation_number",
     "tools_enabled",
     "max_call_duration_minutes",
-    "functions",
+    "function_digests",
 )
 
 
@@ -96,7 +96,7 @@ def find_line(did: str, agent_version: int | None = None) -> Line | None:
             AgentVersion.escalation_number,
             AgentVersion.tools_enabled,
             AgentVersion.max_call_duration_minutes,
-            AgentVersion.functions,
+            AgentVersion.function_digests,
         )
         .join(Agent, pw.JOIN.LEFT_OUTER, on=answers)
         .join(
