@@ -23,7 +23,8 @@ MAX_RETENTION_DAYS = 36_500  # a century: beyond it the cutoff date would not ex
 @user_errors
 def maintenance_prune(days: int | None, batch_size: int) -> None:
     """Delete delivery attempts and finished events older than the retention, idempotency
-    keys older than 24 hours and dashboard sessions older than a week."""
+    keys older than 24 hours, dashboard sessions older than a week, and the versions of
+    agents deleted more than the retention ago that no call names."""
     if days is None:
         days = current_app.config["RETENTION_DAYS"]
     counts = maintenance.prune(older_than_days=days, batch_size=batch_size)
@@ -33,3 +34,8 @@ def maintenance_prune(days: int | None, batch_size: int) -> None:
     )
     click.echo(f"Deleted {counts['keys']} idempotency keys older than 24 hours.")
     click.echo(f"Deleted {counts['sessions']} dashboard sessions older than a week.")
+    click.echo(
+        f"Deleted {counts['versions']} versions and {counts['definitions']} function "
+        f"definitions of agents deleted more than {days} days ago (versions that calls name "
+        "are kept)."
+    )

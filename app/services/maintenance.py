@@ -1,13 +1,26 @@
 """Data care: consistent SQLite backups, and pruning of old delivery logs, events,
-idempotency keys and dashboard sessions."""
+idempotency keys, dashboard sessions and the versions of agents deleted long ago."""
 
 import sqlite3
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import cast
+
+from peewee import fn
 
 from app.db import database, is_sqlite, transaction
 from app.errors import ValidationFailed
-from app.models import Delivery, DeliveryAttempt, Event, IdempotencyKey, UserSession
+from app.models import (
+    Agent,
+    AgentVersion,
+    Call,
+    Delivery,
+    DeliveryAttempt,
+    Event,
+    FunctionDefinition,
+    IdempotencyKey,
+    UserSession,
+)
 from app.services import idempotency
 from app.services import users as user_service
 from app.util import utcnow
@@ -63,11 +76,67 @@ def _delete_in_batches(model, ids_query, batch_size: int) -> int:
             deleted += model.delete().where(model._meta.primary_key.in_(ids)).execute()
 
 
+def _unused_versions(agent_id: str):
+    """The agent's versions that no call was answered with."""
+    answered = Call.select(Call.id).where(
+        (Call.agent == AgentVersion.agent) & (Call.agent_version == AgentVersion.version)
+    )
+    return AgentVersion.select(AgentVersion.version).where(
+        (AgentVersion.agent == agent_id) & ~fn.EXISTS(answered)
+    )
+
+
+def _prune_versions(cutoff: datetime, batch_size: int) -> tuple[int, int]:
+    """Delete the versions of agents deleted before cutoff that no call was answered with
+    (calls are kept, and so are the versions they name), then those agents' function
+    definitions that no remaining version refers to: one short transaction per batch of
+    versions of an agent. The numbers of versions and definitions deleted."""
+    gone = Agent.select(Agent.id).where(Agent.deleted_at < cutoff)
+    agent_ids = [
+        row[0]
+        for row in cast(
+            list[tuple[str]],
+            AgentVersion.select(AgentVersion.agent)
+            .where(AgentVersion.agent.in_(gone))
+            .distinct()
+            .tuples(),
+        )
+    ]
+    versions = definitions = 0
+    for agent_id in agent_ids:
+        while True:
+            with transaction():
+                unused = _unused_versions(agent_id).limit(batch_size).tuples()
+                numbers = [row[0] for row in cast(list[tuple[int]], unused)]
+                if not numbers:
+                    break
+                versions += (
+                    AgentVersion.delete()
+                    .where((AgentVersion.agent == agent_id) & AgentVersion.version.in_(numbers))
+                    .execute()
+                )
+        with transaction():
+            kept: set[str] = set()
+            digests = (
+                AgentVersion.select(AgentVersion.function_digests)
+                .where(AgentVersion.agent == agent_id)
+                .tuples()
+            )
+            for row in cast(list[tuple[list[str]]], digests):
+                kept.update(row[0])
+            dropped = FunctionDefinition.delete().where(FunctionDefinition.agent == agent_id)
+            if kept:
+                dropped = dropped.where(FunctionDefinition.digest.not_in(list(kept)))
+            definitions += dropped.execute()
+    return versions, definitions
+
+
 def prune(*, older_than_days: int, batch_size: int = 500) -> dict[str, int]:
     """Delete delivery attempts, and events with their finished deliveries, older than the
-    retention, idempotency keys older than the 24 hours they hold and dashboard sessions past
-    their week. Calls, credits and
-    function-call records are kept."""
+    retention, idempotency keys older than the 24 hours they hold, dashboard sessions past
+    their week, and the versions of agents deleted more than the retention ago that no call
+    names (with their function definitions). Calls, credits and function-call records are
+    kept."""
     if older_than_days < 1:
         raise ValidationFailed("Keep at least 1 day.")
     cutoff = utcnow() - timedelta(days=older_than_days)
@@ -97,7 +166,10 @@ def prune(*, older_than_days: int, batch_size: int = 500) -> dict[str, int]:
         ),
         batch_size,
     )
+    versions, definitions = _prune_versions(cutoff, batch_size)
     return {
+        "versions": versions,
+        "definitions": definitions,
         "attempts": attempts,
         "deliveries": deliveries,
         "events": events,

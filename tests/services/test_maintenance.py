@@ -4,7 +4,17 @@ from datetime import timedelta
 
 import pytest
 
-from app.models import Delivery, DeliveryAttempt, Event, IdempotencyKey, Webhook
+from app.models import (
+    Agent,
+    AgentVersion,
+    Call,
+    Delivery,
+    DeliveryAttempt,
+    Event,
+    FunctionDefinition,
+    IdempotencyKey,
+    Webhook,
+)
 from app.services import events, idempotency, maintenance
 from app.util import new_id, utcnow
 
@@ -130,3 +140,64 @@ def test_after_a_prune_the_log_starts_at_the_oldest_kept_and_numbers_on(
     assert newer.seq == 6
     after_kept = client.get("/api/v1/events", query_string={"after": kept[-1].id}, headers=headers)
     assert [event["id"] for event in after_kept.json["events"]] == [newer.id]
+
+
+def make_versions(client, headers, agent_id):
+    """Versions 1 to 4 of the agent: created, a function added, the function changed, and
+    renamed; then a call answered with version 2."""
+    functions = f"/api/v1/agents/{agent_id}/functions"
+    body = {
+        "name": "lookup",
+        "description": "Looks it up.",
+        "endpoint": "https://crm.example.com/a",
+        "parameters": {"type": "object", "properties": {}},
+    }
+    assert client.post(functions, json=body, headers=headers).status_code == 201
+    changed = {"endpoint": "https://crm.example.com/b"}
+    assert client.patch(f"{functions}/lookup", json=changed, headers=headers).status_code == 200
+    renamed = {"name": "Renamed"}
+    assert client.patch(f"/api/v1/agents/{agent_id}", json=renamed, headers=headers).status_code
+    agent = Agent.get_by_id(agent_id)
+    Call.create(
+        id=new_id("call"),
+        tenant=agent.tenant_id,
+        agent=agent,
+        agent_version=2,
+        caller_number="+6281111111",
+        callee_number="+6282222222",
+    )
+    return agent
+
+
+def test_prune_deletes_the_versions_no_call_names_of_agents_deleted_long_ago(
+    runner, client, headers, agent_id
+):
+    agent = make_versions(client, headers, agent_id)
+    kept_version = client.get(f"/api/v1/agents/{agent_id}/versions/2", headers=headers).json
+    other = client.post(
+        "/api/v1/agents", json={"name": "Other", "systemPrompt": "Hi."}, headers=headers
+    ).json["id"]
+    make_versions(client, headers, other)
+    for deleted, age_days in ((agent_id, 40), (other, 10)):
+        assert client.delete(f"/api/v1/agents/{deleted}", headers=headers).status_code == 204
+        Agent.update(deleted_at=utcnow() - timedelta(days=age_days)).where(
+            Agent.id == deleted
+        ).execute()
+
+    result = runner.invoke(args=["maintenance", "prune", "--batch-size", "2"])
+    assert result.exit_code == 0, result.output
+    assert (
+        "Deleted 3 versions and 1 function definitions of agents deleted more than 30 days ago"
+        in result.output
+    )
+    # The version its call names stays, whole, with the one definition it refers to.
+    [kept] = AgentVersion.select().where(AgentVersion.agent == agent)
+    assert kept.version == 2
+    assert [{"name": entry["name"], "endpoint": entry["endpoint"]} for entry in kept.functions] == [
+        {"name": f["name"], "endpoint": f["endpoint"]} for f in kept_version["functions"]
+    ]
+    assert FunctionDefinition.select().where(FunctionDefinition.agent == agent).count() == 1
+    # An agent deleted within the retention keeps every version.
+    assert AgentVersion.select().where(AgentVersion.agent == other).count() == 4
+    assert FunctionDefinition.select().where(FunctionDefinition.agent == other).count() == 2
+    assert maintenance.prune(older_than_days=30)["versions"] == 0
