@@ -13,6 +13,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 
 from app.models import AgentVersion, Event, Function, FunctionInvocation
+from app.services import snapshots
 from tests.call_flow import RUNTIME, answer, end, start
 from tests.helpers import ACTOR, assert_error
 from tests.receiver import Answer, Receiver
@@ -318,7 +319,8 @@ def test_stored_endpoint_with_no_host_name_is_unreachable_at_once(
     # Written directly: registration refuses this URL (tests/resources/test_functions.py).
     Function.update(endpoint="https://a..b/x").execute()
     version = AgentVersion.get(AgentVersion.agent == agent_id, AgentVersion.version == 2)
-    version.functions = [{**version.functions[0], "endpoint": "https://a..b/x"}]
+    entry = {**version.functions[0], "endpoint": "https://a..b/x"}
+    version.function_digests = snapshots.store_definitions(agent_id, [entry])
     version.save()
     call_id = open_call()
     started = time.monotonic()
