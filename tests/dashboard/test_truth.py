@@ -109,7 +109,7 @@ def test_every_problem_of_a_function_form_shows_at_once_in_plain_words(signed_in
     body = text(response)
     for message in (
         "Letters, digits and _, not starting with a digit.",
-        "Use 1 to 2000 characters.",
+        "Use 1 to 1024 characters.",
         "The URL must start with http:// or https://.",
         "Not valid JSON (line 1, column 19).",
         "Enter a whole number.",

@@ -75,7 +75,7 @@ def test_a_function_form_shows_every_problem_at_once(page, shot, signed_in, agen
     form.get_by_role("button", name="Add function").click()
     for message in (
         "Letters, digits and _, not starting with a digit.",
-        "Use 1 to 2000 characters.",
+        "Use 1 to 1024 characters.",
         "The URL must start with http:// or https://.",
         "Not valid JSON (line 1, column 19).",
     ):
