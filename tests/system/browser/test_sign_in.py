@@ -6,7 +6,7 @@ import requests
 from playwright.sync_api import Page, expect
 
 from tests.call_flow import CALLER, RUNTIME, end_body
-from tests.system.browser.conftest import fill_sign_in, heading
+from tests.system.browser.conftest import fill_sign_in, heading, menu
 
 OVERVIEW = re.compile(r"/dashboard/$")
 SIGN_IN = re.compile(r"/dashboard/sign-in")
@@ -133,3 +133,24 @@ def test_a_call_shows_on_the_overview_figures(page, shot, signed_in, server, did
     expect(figure(page, "Reserved")).to_have_text("0 min")
     expect(figure(page, "Available")).to_have_text("98 min")
     shot("call-ended")
+
+
+def test_the_menu_fits_on_one_line_at_1280_and_wraps_inside_a_narrow_screen(page, shot, signed_in):
+    signed_in("owner")
+    links = menu(page).get_by_role("link")
+    expect(links).to_have_count(12)
+    boxes = [links.nth(index).bounding_box() for index in range(links.count())]
+    assert len({round(box["y"]) for box in boxes if box}) == 1, boxes
+    header = page.locator("header.top").bounding_box()
+    sign_out = page.get_by_role("button", name="Sign out").bounding_box()
+    assert header and sign_out and header["height"] < 60, header
+    assert sign_out["y"] < header["y"] + header["height"], (sign_out, header)
+    page.set_viewport_size({"width": 390, "height": 800})
+    shot("overview-narrow")
+    for index in range(links.count()):
+        box = links.nth(index).bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390, (index, box)
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+    links.filter(has_text="Audit log").click()
+    expect(heading(page)).to_have_text("Audit log")
+    shot("audit-log-narrow")
