@@ -32,10 +32,12 @@ def test_the_calls_page_lists_a_runtime_call_with_its_columns(signed_in, runtime
     assert text.count("<h1>") == 1 and "<h1>Calls</h1>" in text
     for header in ("Started (UTC)", "Status", "Direction", "Caller", "Callee", "Agent"):
         assert f'<th scope="col">{header}</th>' in text
+    assert '<th scope="col">Hangup reason</th>' in text
+    assert '<th scope="col" class="number">AI cost</th>' in text
     assert listed(page) == [call_id]
     row = re.search(r"<tbody>(.*?)</tbody>", text, re.S).group(1)
     cells = [cell.strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
-    assert cells[1:9] == [
+    assert cells[1:11] == [
         "ended",
         "inbound",
         "+6281234567890",
@@ -44,6 +46,8 @@ def test_the_calls_page_lists_a_runtime_call_with_its_columns(signed_in, runtime
         "1:35",
         "1:20",
         "2",
+        "normal",
+        "IDR 1,200",
     ]
 
 

@@ -79,6 +79,10 @@ def test_a_call_shows_on_calls_with_its_detail_and_on_credits(page, shot, signed
     expect(call).to_contain_text("ended")
     expect(call).to_contain_text("Reception")
     expect(call).to_contain_text("1:35")
+    expect(call.get_by_role("cell", name="normal", exact=True)).to_be_visible()
+    expect(call.get_by_role("cell", name="IDR 1,200", exact=True)).to_be_visible()
+    # Every column fits at 1,280 px: the table needs no scrolling sideways.
+    assert page.locator(".scrolls").evaluate("e => e.scrollWidth <= e.clientWidth")
     shot("calls")
 
     call.get_by_role("link", name=re.compile("^Details of the call")).click()
