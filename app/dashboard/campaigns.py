@@ -22,13 +22,11 @@ from app.services import campaigns as campaign_service
 from app.services import phone_numbers as number_service
 from app.services.campaign_progress import CONTACT_STATUSES, DEFAULT_RETRY_ON, RETRY_OUTCOMES
 
-# The form's first values: one call at a time, office hours when a time zone is given, no
-# retry.
+# The form's first values: one call at a time, at any time (no hours shown that a missing
+# time zone would leave unused), no retry.
 NEW_CAMPAIGN = MultiDict(
     [
         ("maxConcurrentCalls", "1"),
-        ("start", "09:00"),
-        ("end", "17:00"),
         ("maxAttempts", "1"),
         ("delayMinutes", "60"),
         *[("days", day) for day in campaign_service.DAYS],
@@ -116,6 +114,20 @@ def _body(form: MultiDict, contacts: list[dict[str, Any]]) -> dict[str, Any]:
     return body
 
 
+# Hours or days without a time zone would be dropped (no time zone: any time): refused instead.
+NO_TIME_ZONE = (
+    "Give a time zone for the calling days and hours, or leave From and Until empty and tick "
+    "every day to call at any time."
+)
+
+
+def _has_window(form: MultiDict) -> bool:
+    """Whether the form limits the calling days or hours."""
+    days = set(_ticked(form, "days"))
+    hours = form.get("start", "").strip() or form.get("end", "").strip()
+    return bool(hours) or days != set(campaign_service.DAYS)
+
+
 def _ticked(form: MultiDict, key: str) -> list[str]:
     """A checkbox group's ticked values, without the hidden empty one that every group sends."""
     return [value for value in form.getlist(key) if value]
@@ -188,6 +200,8 @@ def new_campaign():
         errors = _form_errors(exc.messages, first_row)
     if problems:
         errors["contacts"] = problems + errors.get("contacts", [])
+    if not request.form.get("timezone", "").strip() and _has_window(request.form):
+        errors.setdefault("timezone", []).append(NO_TIME_ZONE)
     if "contacts" in errors and len(errors["contacts"]) > SHOWN_ROW_PROBLEMS:
         rest = len(errors["contacts"]) - SHOWN_ROW_PROBLEMS
         errors["contacts"] = [*errors["contacts"][:SHOWN_ROW_PROBLEMS], f"… and {rest} more."]

@@ -32,8 +32,8 @@ def form(number_id, **fields):
         "maxConcurrentCalls": "2",
         "timezone": "",
         "days": ["mon", "tue", "wed", "thu", "fri", "sat", "sun", ""],
-        "start": "09:00",
-        "end": "17:00",
+        "start": "",
+        "end": "",
         "maxAttempts": "1",
         "delayMinutes": "60",
         "retryOn": ["no_answer", "busy", ""],
@@ -80,7 +80,13 @@ def test_an_uploaded_csv_makes_a_campaign_with_each_rows_variables(signed_in, nu
 
 
 def test_pasted_numbers_without_a_header_make_a_campaign(signed_in, number_id):
-    data = form(number_id, contacts="+6281300000001\n\n+6281300000002\n", timezone="Asia/Jakarta")
+    data = form(
+        number_id,
+        contacts="+6281300000001\n\n+6281300000002\n",
+        timezone="Asia/Jakarta",
+        start="09:00",
+        end="17:00",
+    )
     assert send(signed_in, data).status_code == 302
     campaign = Campaign.get()
     assert (campaign.total_count, campaign.timezone, campaign.window_start) == (
@@ -97,6 +103,7 @@ def test_every_problem_of_the_form_is_shown_at_once_by_row(signed_in, number_id)
         contacts=contacts,
         name="",
         timezone="Mars/Olympus",
+        start="09:00",
         end="08:00",
         maxAttempts="9",
         retryOn=[""],
@@ -226,3 +233,17 @@ def test_a_bad_number_to_call_is_shown_next_to_its_field(signed_in, agent_id, nu
     assert "Must be an international number such as +6281234567890." in text
     assert "Not valid JSON" in text
     assert Call.select().count() == 0
+
+
+def test_the_form_shows_no_hours_and_hours_without_a_time_zone_are_refused(signed_in, number_id):
+    page = signed_in.get("/dashboard/campaigns/new").get_data(True)
+    assert 'value="09:00"' not in page and 'value="17:00"' not in page
+    data = form(number_id, contacts="+6281300000001\n", start="09:00", end="17:00")
+    response = send(signed_in, data)
+    assert response.status_code == 422
+    assert "Give a time zone for the calling days and hours" in response.get_data(True)
+    data = form(number_id, contacts="+6281300000001\n", days=["mon", ""])
+    assert send(signed_in, data).status_code == 422
+    assert Campaign.select().count() == 0
+    assert send(signed_in, form(number_id, contacts="+6281300000001\n")).status_code == 302
+    assert Campaign.get().timezone is None
