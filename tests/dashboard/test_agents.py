@@ -475,3 +475,11 @@ def test_junk_in_any_field_is_never_a_500(signed_in, post, agent_id, value):
 def test_a_nul_in_an_id_is_a_404(signed_in, agent_id):
     assert signed_in.get(f"{AGENTS}/{agent_id}%00").status_code == 404
     assert signed_in.get(f"{AGENTS}/agent_x%00/delete").status_code == 404
+
+
+def test_tools_enabled_says_what_it_is_apart_from_the_functions(signed_in, agent_id):
+    page = signed_in.get(f"/dashboard/agents/{agent_id}").get_data(True)
+    field = re.search(r'<input[^>]*id="toolsEnabled"[^>]*aria-describedby="([^"]+)"', page)
+    assert field, "the field is described by its help text"
+    hint = re.search(rf'id="{field.group(1).split()[0]}"[^>]*>(.*?)<', page, re.S).group(1)
+    assert "voice runtime" in hint and "not the functions" in hint
