@@ -7,12 +7,12 @@ from datetime import timedelta
 from app.models import Call
 from app.services import tenants as tenant_service
 from app.util import utcnow
-from tests.call_flow import RUNTIME, answer, end_body, start
+from tests.call_flow import RUNTIME, answer, end_body, start, whole_call
 from tests.helpers import ACTOR
 
 
-def usage_page(client):
-    page = client.get("/dashboard/usage")
+def usage_page(client, query=""):
+    page = client.get(f"/dashboard/usage{query}")
     assert page.status_code == 200
     return page.get_data(True)
 
@@ -43,11 +43,28 @@ def test_a_new_tenant_sees_zeros_and_its_limits(signed_in):
     assert figure(text, "Calls in progress") == "0 of 20"
     assert figure(text, "API rate limit") == "300 requests/min"
     assert figure(text, f"AI cost in {utcnow():%B %Y}") == "IDR 0"
-    today = utcnow().date()
-    assert row_of(text, today.isoformat()) == ["0", "0", "0", "0"]
-    first = today.replace(day=1)
-    assert f'data-day="{first.isoformat()}"' in text
+    # No wall of zero rows: the month's chart, and a line saying no day had calls.
+    assert f"No calls in {utcnow():%B %Y}." in text
+    first = utcnow().date().replace(day=1)
+    assert f'<rect data-day="{first.isoformat()}"' in text
     assert f'data-day="{(first - timedelta(days=1)).isoformat()}"' not in text
+    assert '<table aria-labelledby="by-day">' not in text
+
+
+def test_the_month_picker_shows_an_earlier_month_and_only_days_with_calls(
+    signed_in, runtime_headers, did
+):
+    whole_call(signed_in, runtime_headers, did)
+    text = usage_page(signed_in)
+    today = utcnow().date()
+    assert len(re.findall(r'<tr data-day="', text.split('id="by-day"')[1])) == 1
+    assert row_of(text, f"All of {today:%B %Y}")[0] == "1"
+    earlier = (today.replace(day=1) - timedelta(days=1)).replace(day=1)
+    assert f'<option value="{earlier:%Y-%m}">{earlier:%B %Y}</option>' in text
+    page = signed_in.get(f"/dashboard/usage?month={earlier:%Y-%m}").get_data(True)
+    assert f"By day, {earlier:%B %Y}" in page and f"No calls in {earlier:%B %Y}." in page
+    assert f'<rect data-day="{earlier.isoformat()}"' in page
+    assert "By day, " + f"{today:%B %Y}" in usage_page(signed_in, "?month=junk")
 
 
 def test_calls_show_by_day_and_by_component(signed_in, runtime_headers, did):
@@ -69,7 +86,8 @@ def test_calls_show_by_day_and_by_component(signed_in, runtime_headers, did):
     assert row_of(text, "Telephony") == ["100", "5%"]
     assert row_of(text, "Other") == ["0", "0%"]
     assert row_of(text, "Total")[0] == "2,000"
-    assert row_of(text, utcnow().date().isoformat()) == ["2", "1", "3", "2,000"]
+    by_day = text.split('id="by-day"')[1]
+    assert row_of(by_day, utcnow().date().isoformat()) == ["2", "1", "3", "2,000"]
     assert Call.select().count() == 2
 
 

@@ -1,6 +1,9 @@
 """The Usage page in a real browser: this month's calls, minutes and costs by component and
 by day, and the calls in progress against the limit."""
 
+import re
+from datetime import timedelta
+
 import requests
 from playwright.sync_api import expect
 
@@ -44,6 +47,16 @@ def test_usage_shows_this_month_by_component_and_by_day(
     expect(headed_row(page, "Language model")).to_contain_text("1,500")
     expect(headed_row(page, "Language model")).to_contain_text("75%")
     expect(headed_row(page, "Telephony")).to_contain_text("500")
-    today = headed_row(page, utcnow().date().isoformat())
+    by_day = page.get_by_role("table", name=f"By day, {month}")
+    day = page.get_by_role("rowheader", name=utcnow().date().isoformat(), exact=True)
+    today = by_day.get_by_role("row").filter(has=day)
     expect(today.get_by_role("cell")).to_have_text(["2", "1", "3", "2,000"])
+    expect(by_day.get_by_role("row")).to_have_count(3)  # the header, the one day, the totals
+    expect(page.get_by_role("img", name=re.compile(r"^Calls \(bars\)"))).to_be_visible()
     shot("usage")
+
+    earlier = (utcnow().date().replace(day=1) - timedelta(days=1)).replace(day=1)
+    page.get_by_label("Month (UTC)").select_option(label=f"{earlier:%B %Y}")
+    page.get_by_role("button", name="Show").click()
+    expect(page.get_by_text(f"No calls in {earlier:%B %Y}.")).to_be_visible()
+    shot("usage-earlier-month")
