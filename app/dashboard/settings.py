@@ -1,6 +1,9 @@
 """Settings: API keys (create, shown once; revoke), and for owners Team, the Audit log and the
 tenant's Settings (its low-balance threshold)."""
 
+from typing import Any
+
+import marshmallow as ma
 from flask import (
     abort,
     flash,
@@ -15,10 +18,13 @@ from flask.typing import ResponseReturnValue
 
 from app.dashboard import ALREADY_SENT, bp, current_actor, first_sending, owner_only
 from app.dashboard.confirm import Confirmation, ConfirmView
+from app.dashboard.formats import page_url
 from app.dashboard.forms import AddUserForm, CreateKeyForm, RoleForm, ThresholdForm
 from app.dashboard.listing import page_links, read_query
-from app.models import ApiKey, User
+from app.models import Agent, ApiKey, Call, Campaign, Function, User, Webhook
+from app.resources.audit.schemas import ACTION
 from app.resources.common import PageArgsSchema
+from app.resources.fields import DateOrTimestamp
 from app.services import audit, billing
 from app.services import keys as key_service
 from app.services import tenants as tenant_service
@@ -186,18 +192,87 @@ def enable_user(user_id: str):
     return redirect(url_for("dashboard.team"))
 
 
+class AuditPageArgsSchema(PageArgsSchema):
+    """The audit log page's filters, as GET /api/v1/audit-log takes them."""
+
+    action = ma.fields.String(
+        validate=ma.validate.Regexp(ACTION, error="Not an action name such as agent.updated.")
+    )
+    actor_type = ma.fields.String(validate=ma.validate.OneOf(audit.ACTOR_TYPES))
+    since = DateOrTimestamp()
+
+
+AUDIT_ARGS = AuditPageArgsSchema()
+AUDIT_FILTERS = ("action", "actorType", "since")
+# The page of each kind of target, by the first part of the action (agent.updated: agent).
+TARGET_PAGES: dict[str, tuple[Any, str, str]] = {
+    "agent": (Agent, "dashboard.agent", "agent_id"),
+    "webhook": (Webhook, "dashboard.webhook", "webhook_id"),
+    "call": (Call, "dashboard.call", "call_id"),
+    "campaign": (Campaign, "dashboard.campaign", "campaign_id"),
+}
+# Targets listed on one page of their kind rather than a page of their own.
+TARGET_LISTS = {
+    "key": "dashboard.api_keys",
+    "number": "dashboard.phone_numbers",
+    "user": "dashboard.team",
+    "credits": "dashboard.credits",
+    "tenant": "dashboard.tenant_settings",
+}
+
+
+def _target_links(entries: list[Any]) -> dict[str, str]:
+    """The page of each entry's target that still exists, by the entry's id: one query per
+    kind of target on the page."""
+    ids: dict[str, set[str]] = {}
+    for entry in entries:
+        if entry.target_id:
+            ids.setdefault(entry.action.split(".")[0], set()).add(entry.target_id)
+    found: dict[tuple[str, str], str | None] = {}
+    for kind, (model, endpoint, key) in TARGET_PAGES.items():
+        wanted = ids.get(kind)
+        if not wanted:
+            continue
+        query = model.select(model.id).where((model.tenant == g.tenant) & model.id.in_(wanted))
+        if model is Agent:
+            query = query.where(Agent.deleted_at.is_null())
+        for row in query:
+            found[(kind, row.id)] = page_url(endpoint, **{key: row.id})
+    if ids.get("function"):
+        functions = Function.select(Function.id, Function.agent, Function.name).where(
+            (Function.tenant == g.tenant) & Function.id.in_(ids["function"])
+        )
+        for function in functions:
+            found[("function", function.id)] = page_url(
+                "dashboard.function_settings", agent_id=function.agent_id, name=function.name
+            )
+    for kind, endpoint in TARGET_LISTS.items():
+        for target in ids.get(kind, ()):
+            found[(kind, target)] = page_url(endpoint)
+    links = {}
+    for entry in entries:
+        url = found.get((entry.action.split(".")[0], entry.target_id or ""))
+        if url:
+            links[entry.id] = url
+    return links
+
+
 @bp.route("/settings/audit-log")
 @owner_only
 def audit_log():
-    query = read_query(PAGE_ARGS, ())
+    query = read_query(AUDIT_ARGS, AUDIT_FILTERS)
     page = previous = following = None
+    links: dict[str, str] = {}
     if not query.errors:
         page = audit.list_entries(tenant=g.tenant, **query.args)
         previous, following = page_links("dashboard.audit_log", query, page)
+        links = _target_links(page.items)
     return render_template(
         "dashboard/settings/audit_log.html",
         query=query,
         page=page,
         previous=previous,
         following=following,
+        links=links,
+        actor_types=audit.ACTOR_TYPES,
     ), (422 if query.errors else 200)

@@ -195,11 +195,27 @@ def list_log(
     )
 
 
-def list_entries(*, tenant: Tenant, limit: int, offset: int) -> Page:
-    """One page of the tenant's entries, newest first (index tenant, created_at, id)."""
+def list_entries(
+    *,
+    tenant: Tenant,
+    limit: int,
+    offset: int,
+    action: str | None = None,
+    actor_type: str | None = None,
+    since: datetime | None = None,
+) -> Page:
+    """One page of the tenant's entries, newest first (index tenant, created_at, id), filtered
+    by action, actor type and since as list_log is."""
+    condition = AuditEntry.tenant == tenant
+    if action is not None:
+        condition &= AuditEntry.action == action
+    if actor_type is not None:
+        condition &= AuditEntry.actor_type == actor_type
+    if since is not None:
+        condition &= AuditEntry.created_at >= since
     query = (
         AuditEntry.select()
-        .where(AuditEntry.tenant == tenant)
+        .where(condition)
         .order_by(AuditEntry.created_at.desc(), AuditEntry.id.desc())
     )
     return paginate(query, limit=limit, offset=offset)

@@ -184,6 +184,30 @@ def test_the_audit_log_shows_api_changes_with_their_key(signed_in, headers, api_
     assert created.get_json()["id"] in row and "127.0.0.1" in row
 
 
+def test_the_audit_log_links_each_target_to_its_page_and_filters_as_the_api(
+    signed_in, headers, api_key
+):
+    agent_id = signed_in.post(
+        "/api/v1/agents", json={"name": "Linked", "systemPrompt": "Hi."}, headers=headers
+    ).get_json()["id"]
+    page = signed_in.get("/dashboard/settings/audit-log").get_data(True)
+    assert f'<a href="/dashboard/agents/{agent_id}"><code>{agent_id}</code></a>' in page
+    filtered = signed_in.get("/dashboard/settings/audit-log?action=agent.created&actorType=api_key")
+    text = filtered.get_data(True)
+    assert filtered.status_code == 200 and agent_id in text and "user.signed_in</code>" not in text
+    assert 'value="agent.created"' in text and '<option value="api_key" selected>' in text
+    dashboard = signed_in.get("/dashboard/settings/audit-log?actorType=user").get_data(True)
+    assert "user.signed_in" in dashboard and "agent.created</code>" not in dashboard
+    later = (utcnow() + timedelta(days=1)).date().isoformat()
+    assert "No entry matches these filters." in signed_in.get(
+        f"/dashboard/settings/audit-log?since={later}"
+    ).get_data(True)
+    assert signed_in.get("/dashboard/settings/audit-log?action=Nope").status_code == 422
+    signed_in.delete(f"/api/v1/agents/{agent_id}", headers=headers)
+    page = signed_in.get("/dashboard/settings/audit-log").get_data(True)
+    assert f'href="/dashboard/agents/{agent_id}"' not in page
+
+
 def test_a_nul_in_any_settings_or_sign_in_field_is_refused_not_a_500(client, owner, post):
     page = client.get("/dashboard/sign-in")
     response = client.post(
