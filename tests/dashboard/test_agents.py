@@ -483,3 +483,13 @@ def test_tools_enabled_says_what_it_is_apart_from_the_functions(signed_in, agent
     assert field, "the field is described by its help text"
     hint = re.search(rf'id="{field.group(1).split()[0]}"[^>]*>(.*?)<', page, re.S).group(1)
     assert "voice runtime" in hint and "not the functions" in hint
+
+
+def test_the_agent_page_links_to_each_of_its_sections(signed_in, agent_id):
+    page = signed_in.get(f"/dashboard/agents/{agent_id}").get_data(True)
+    sections = re.search(r'<nav class="sections" aria-label="[^"]+">(.*?)</nav>', page, re.S)
+    assert sections
+    targets = re.findall(r'href="#([\w-]+)"', sections.group(1))
+    assert targets == ["settings", "stats", "functions", "add-function", "call", "delete"]
+    for target in targets:
+        assert f'id="{target}"' in page
