@@ -56,7 +56,9 @@ class RuntimeCalls(MethodView):
 
         Records the call (ringing) and emits call.started. The call takes one of the tenant's
         concurrent-call slots and holds its allowance of credit until it ends. The session's
-        systemPrompt and greetingText have the call's variables filled in.
+        systemPrompt and greetingText have the call's variables filled in; variables that
+        would make them more than 256 KiB are refused (422 naming variables) and nothing is
+        recorded.
         """
         started = call_lifecycle.start_call(**fields)
         return started, 201 if started.created else 200
@@ -74,7 +76,9 @@ class RuntimeDispatch(MethodView):
         start is (credit hold, concurrent-call slot, ringing, call.started) and returned with
         its session; two runtimes claiming at once never get the same call. A call whose
         tenant is at its concurrency limit stays queued until a slot frees; one whose tenant
-        has no credit left is recorded failed (no_credits) and not handed out. Report each
+        has no credit left is recorded failed (no_credits) and not handed out. One answer
+        holds at most 8 MiB of sessions: when they are large it hands out fewer than `max`,
+        and the rest stay queued for the next claim. Report each
         call with the endpoints of any call: answered, or ended with status failed and
         hangupReason no_answer, busy or voicemail when nobody answered.
         """

@@ -30,6 +30,7 @@ from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Call, Campaign, CampaignContact, PhoneNumber, Tenant
 from app.services import audit, campaign_progress, limits
 from app.services import tenants as tenant_service
+from app.services.calls import admission
 from app.services.calls import outbound as outbound_calls
 from app.services.pages import Page, paginate
 from app.util import new_id, utcnow
@@ -149,13 +150,20 @@ def create_campaign(
     The number and agent are checked as for one outbound call (404, 409 no_agent); the
     tenant needs available credit (409 no_credits); maxConcurrentCalls is at most the
     tenant's concurrent-call limit (422); the contacts at most the setting's cap, the tenant's
-    running and paused campaigns fewer than theirs (409 limit_reached). schedule and retry
-    are validated by the API's schema.
+    running and paused campaigns fewer than theirs (409 limit_reached); a contact's variables
+    may not fill the session past its size (422). schedule and retry are validated by the
+    API's schema.
     """
     limits.check_contacts(len(contacts))
     number, agent = outbound_calls.outbound_line(
         tenant=tenant, phone_number_id=phone_number_id, agent_id=agent_id
     )
+    talking = outbound_calls.placing_version(number, agent)
+    for index, contact in enumerate(contacts):
+        if contact.variables:
+            admission.check_session_size(
+                talking.system_prompt, talking.greeting_text, contact.variables, index=index
+            )
     ceiling = tenant_service.concurrent_call_limit_of(tenant)
     if max_concurrent_calls > ceiling:
         raise ValidationFailed(

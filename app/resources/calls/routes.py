@@ -55,7 +55,9 @@ class Calls(MethodView):
         displayNumber, calleeNumber `to`) for the voice runtime, which claims it from
         /internal/v1/dispatch; it is admitted then as an inbound call is (credit hold,
         concurrency slot, call.started) and reported by the runtime as any call. The agent's
-        {{name}} placeholders are filled from `variables` in the call's session.
+        {{name}} placeholders are filled from `variables` in the call's session; variables
+        that would make the prompt and greeting more than 256 KiB are refused (422 naming
+        variables).
         """
         return outbound_calls.place_call(tenant=current_tenant(), actor=current_actor(), **fields)
 

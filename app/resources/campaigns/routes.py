@@ -55,7 +55,9 @@ class Campaigns(MethodView):
         order, as queued outbound calls (never more than maxConcurrentCalls of them queued or
         in progress, only inside the schedule window), and retries the outcomes listed in
         retry.on after retry.delayMinutes, up to retry.maxAttempts calls per contact. Each
-        contact's variables fill the agent's {{name}} placeholders in its call. When every
+        contact's variables fill the agent's {{name}} placeholders in its call (a contact
+        whose variables would make the prompt and greeting more than 256 KiB is refused: 422
+        naming contacts.N.variables). When every
         contact is done the campaign is completed and emits campaign.completed.
         """
         fields["contacts"] = [campaign_service.Contact(**contact) for contact in fields["contacts"]]

@@ -9,11 +9,11 @@ from typing import Any, cast
 
 import peewee as pw
 
-from app.errors import Conflict
+from app.errors import Conflict, ValidationFailed
 from app.models import Agent, AgentVersion, Call, PhoneNumber, Tenant
 from app.services import billing, events, snapshots
 from app.services import tenants as tenant_service
-from app.services.calls.constants import VARIABLE_NAME
+from app.services.calls.constants import MAX_SESSION_BYTES, VARIABLE_NAME
 from app.util import new_id, utcnow
 
 REJECTIONS = ("no_agent", "concurrency_limit", "no_credits")
@@ -290,6 +290,42 @@ def fill_placeholders(text: str, variables: dict[str, str], missing: list[str]) 
         return match.group(0)
 
     return PLACEHOLDER.sub(value, text)
+
+
+def filled_bytes(text: str, variables: dict[str, str]) -> int:
+    """The UTF-8 size of text once fill_placeholders has filled it, without filling it: each
+    placeholder with a value adds that value's size less its own."""
+    sizes = {name: len(value.encode()) for name, value in variables.items()}
+    size = len(text.encode())
+    for match in PLACEHOLDER.finditer(text):
+        if match.group(1) in sizes:
+            size += sizes[match.group(1)] - len(match.group(0))
+    return size
+
+
+def session_bytes(system_prompt: str, greeting_text: str, variables: dict[str, str]) -> int:
+    """The size of a call's session as MAX_SESSION_BYTES counts it: its prompt and greeting
+    after variables."""
+    return filled_bytes(system_prompt, variables) + filled_bytes(greeting_text, variables)
+
+
+def check_session_size(
+    system_prompt: str, greeting_text: str, variables: dict[str, str], *, index: int | None = None
+) -> None:
+    """ValidationFailed naming variables (a campaign's contact at index) when they would fill
+    the prompt and greeting past MAX_SESSION_BYTES."""
+    size = session_bytes(system_prompt, greeting_text, variables)
+    if size <= MAX_SESSION_BYTES:
+        return
+    message = (
+        f"Filled into the agent's systemPrompt and greetingText these variables make a session "
+        f"of {size:,} bytes; a call's session is at most {MAX_SESSION_BYTES:,} bytes. "
+        "Nothing was recorded."
+    )
+    details: dict[str, Any] = {"variables": [message]}
+    if index is not None:
+        details = {"contacts": {str(index): details}}
+    raise ValidationFailed("Invalid value for variables.", details=details)
 
 
 def build_session(agent: AgentVersion, call: Call) -> dict[str, Any]:

@@ -29,6 +29,11 @@ TURN_ROLES = ("agent", "caller")
 VARIABLE_NAME = r"[A-Za-z_][A-Za-z0-9_]{0,63}"
 MAX_VARIABLES = 50
 MAX_VARIABLE_LENGTH = 2000
+# A call's session: its prompt and greeting after variables, in UTF-8 bytes. A few
+# placeholders times a long value would otherwise make sessions of megabytes.
+MAX_SESSION_BYTES = 256 * 1024
+# The sessions of one dispatch answer, as compact JSON: fewer calls than asked when large.
+MAX_DISPATCH_BYTES = 8 * 1024 * 1024
 
 
 def metadata_bytes(metadata: dict[str, Any]) -> int:

@@ -81,7 +81,8 @@ def start_call(
     --version`), and must be one the agent has (ValidationFailed).
 
     A repeated provider_call_id (per tenant) returns the call recorded first (with the
-    variables it was recorded with).
+    variables it was recorded with). Variables that would fill the session past its size are
+    refused (ValidationFailed), and nothing is recorded.
     """
     line = admission.find_line(did, agent_version)
     if line is None:
@@ -89,6 +90,10 @@ def start_call(
     if agent_version is not None and line.active_agent_id and line.answering is None:
         missing = f"Agent {line.active_agent_id} has no version {agent_version}."
         raise ValidationFailed(missing, details={"agentVersion": [missing]})
+    if variables and line.answering is not None:
+        admission.check_session_size(
+            line.answering.system_prompt, line.answering.greeting_text, variables
+        )
     call = _by_provider_id(line.tenant_id, provider_call_id)
     if call is None:
         try:

@@ -18,6 +18,7 @@ from app.models import Agent, AgentVersion, Call, PhoneNumber, Tenant
 from app.services import audit, billing, campaign_progress, events
 from app.services import tenants as tenant_service
 from app.services.calls import admission, history, lifecycle
+from app.services.calls.constants import MAX_DISPATCH_BYTES, metadata_bytes
 from app.util import new_id, utcnow
 
 # Calls queued per INSERT statement (a campaign queues many at once).
@@ -75,6 +76,20 @@ def outbound_line(
             details={"agentId": agent.id},
         )
     return number, agent
+
+
+def placing_version(number: PhoneNumber, agent: Agent) -> AgentVersion:
+    """What would talk in a call placed from number now, chosen as dispatch chooses it: the
+    number's pinned version when the agent is the number's, else the agent as it is (its
+    latest version)."""
+    pinned = number.agent_version if number.agent_id == agent.id else None
+    if pinned is not None and pinned != agent.version:
+        found = AgentVersion.get_or_none(
+            (AgentVersion.agent == agent.id) & (AgentVersion.version == pinned)
+        )
+        if found is not None:
+            return cast(AgentVersion, found)
+    return AgentVersion(system_prompt=agent.system_prompt, greeting_text=agent.greeting_text)
 
 
 def check_available_credit(tenant_id: str) -> None:
@@ -135,8 +150,12 @@ def place_call(
     variables: dict[str, str] | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> Call:
-    """Queue an outbound call for a runtime to claim (dispatch); 409 no_agent or no_credits."""
+    """Queue an outbound call for a runtime to claim (dispatch); 409 no_agent or no_credits;
+    422 for variables that would fill its session past its size."""
     number, agent = outbound_line(tenant=tenant, phone_number_id=phone_number_id, agent_id=agent_id)
+    if variables:
+        talking = placing_version(number, agent)
+        admission.check_session_size(talking.system_prompt, talking.greeting_text, variables)
     with unit_of_work():
         check_available_credit(tenant.id)
         (call_id,) = queue_calls(
@@ -263,7 +282,9 @@ def dispatch(*, max_calls: int) -> list[admission.StartedCall]:
     inbound start is (credit hold, a concurrent-call slot, ringing, call.started) and
     returned with its session. A call whose tenant is at its concurrency limit stays queued;
     one whose tenant has no credit left (or whose agent can no longer answer) fails, as a
-    start would, with no_credits (or no_agent).
+    start would, with no_credits (or no_agent). The sessions handed out are at most
+    MAX_DISPATCH_BYTES as compact JSON: a call that would pass it stays queued for the next
+    claim (the first is always taken), and smaller ones after it may still be taken.
 
     Two runtimes claiming at once never get the same call: on PostgreSQL the candidates are
     locked with SKIP LOCKED (another claim takes others), and every claim is a conditional
@@ -273,7 +294,7 @@ def dispatch(*, max_calls: int) -> list[admission.StartedCall]:
     claimed: list[admission.StartedCall] = []
     with transaction():
         candidates = (
-            Call.select(Call.id, Call.tenant)
+            Call.select(Call.id, Call.tenant, Call.variables)
             .join(Tenant, on=(Tenant.id == Call.tenant))
             .where(
                 (Call.status == "queued")
@@ -284,9 +305,10 @@ def dispatch(*, max_calls: int) -> list[admission.StartedCall]:
         )
         if not is_sqlite():
             candidates = candidates.for_update(of=Call, skip_locked=True)
-        rows = cast(list[tuple[str, str]], list(candidates.tuples()))
-        tenants = _lock_tenants({tenant_id for _, tenant_id in rows})
-        for call_id, tenant_id in rows:
+        rows = cast(list[tuple[str, str, dict[str, str]]], list(candidates.tuples()))
+        tenants = _lock_tenants({tenant_id for _, tenant_id, _ in rows})
+        room = MAX_DISPATCH_BYTES
+        for call_id, tenant_id, variables in rows:
             if len(claimed) >= max_calls:
                 break
             if tenant_id not in tenants:
@@ -299,6 +321,15 @@ def dispatch(*, max_calls: int) -> list[admission.StartedCall]:
             held, rejection = admission.decide(
                 agent=agent, balance=balance, reserved=reserved, active=active, limit=limit
             )
+            session: dict[str, Any] = {}
+            if rejection is None:
+                assert agent is not None  # else it was rejected
+                unsaved = Call(id=call_id, variables=variables, reserved_minutes=held)
+                session = admission.build_session(agent, unsaved)
+                size = metadata_bytes(session)
+                if claimed and size > room:
+                    continue  # stays queued: the next claim has room for it
+                room -= size
             values: dict[str, Any] = dict(
                 status="failed" if rejection else "ringing",
                 started_at=now,
@@ -333,10 +364,5 @@ def dispatch(*, max_calls: int) -> list[admission.StartedCall]:
                 )
                 campaign_progress.contact_done(call)
                 continue
-            assert agent is not None  # else it was rejected
-            claimed.append(
-                admission.StartedCall(
-                    call=call, session=admission.build_session(agent, call), created=True
-                )
-            )
+            claimed.append(admission.StartedCall(call=call, session=session, created=True))
     return claimed
