@@ -3,7 +3,7 @@ results, pause, resume and cancel, another tenant's ids, and the audit entries."
 
 import pytest
 
-from app.models import AuditEntry, Campaign, CampaignContact, Tenant
+from app.models import AuditEntry, Campaign, CampaignContact, Event, Tenant
 from app.services import phone_numbers as number_service
 from tests.campaigns import CAMPAIGNS, answered, claim, create, created, numbers, sweep, unanswered
 from tests.helpers import ACTOR, assert_error
@@ -263,3 +263,19 @@ def test_a_webhook_may_subscribe_to_campaign_completed(client, headers):
     )
     assert response.status_code == 201, response.get_data(as_text=True)
     assert response.json["events"] == ["campaign.completed"]
+
+
+def test_a_campaign_calls_end_names_its_agent_direction_and_campaign(
+    client, headers, runtime_headers, number_id, agent_id
+):
+    campaign_id = created(client, headers, number_id, numbers(1))
+    sweep()
+    (call,) = claim(client, runtime_headers)
+    answered(client, runtime_headers, call["id"])
+    ended = Event.get(Event.type == "call.ended").data
+    assert (ended["agentId"], ended["direction"], ended["campaignId"]) == (
+        agent_id,
+        "outbound",
+        campaign_id,
+    )
+    assert ended["agentVersion"] == 1

@@ -47,7 +47,7 @@ def test_the_event_union_maps_every_event_to_its_schema(client):
     data = spec["components"]["schemas"]["CallEndedData"]
     assert data["properties"]["durationSeconds"]["type"] == "integer"
     # Added after call.ended was first sent.
-    later = {"recordingUrl", "costBreakdown", "agentVersion"}
+    later = {"recordingUrl", "costBreakdown", "agentVersion", "agentId", "direction", "campaignId"}
     assert set(data["required"]) == set(SAMPLES["call.ended"]) - later
     assert data["properties"]["recordingUrl"]["nullable"] is True
 

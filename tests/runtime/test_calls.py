@@ -465,6 +465,9 @@ def test_ended_emits_call_ended_with_every_field(client, runtime_headers, did):
             "recordingUrl": None,
             "costBreakdown": None,
             "agentVersion": 1,
+            "agentId": started["session"]["agentId"],
+            "direction": "inbound",
+            "campaignId": None,
         }
     ]
 
@@ -666,6 +669,7 @@ def test_event_data_types_follow_the_spec(client, runtime_headers, did):
         "hangupInitiator",
         "transcriptSummary",
         "startedAt",
+        "direction",
     }
     integers = {
         "durationSeconds",
@@ -675,7 +679,8 @@ def test_event_data_types_follow_the_spec(client, runtime_headers, did):
         "threshold",
         "agentVersion",
     }
-    nullable = {"recordingUrl": str, "costBreakdown": dict}  # null when not reported
+    # null when not reported (no campaign placed the call)
+    nullable = {"recordingUrl": str, "costBreakdown": dict, "campaignId": str}
     for event in Event.select():
         for name, value in event.data.items():
             if name in nullable:

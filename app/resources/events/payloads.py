@@ -11,11 +11,12 @@ here (tests/resources/test_event_payloads.py fails until it has one).
 from typing import Any
 
 import marshmallow as ma
-from marshmallow import fields
+from marshmallow import fields, validate
 from marshmallow_oneofschema import OneOfSchema
 
 from app.resources.common import Schema
 from app.resources.events.deliveries import DeliverySchema
+from app.services.calls.constants import DIRECTIONS
 
 INTEGER_IDR = "IDR, a whole number."
 
@@ -105,6 +106,28 @@ class CallEndedDataSchema(DataSchema):
         metadata={
             "description": "The version of the agent the call was answered with, or null when "
             "no agent took it (absent from events recorded before the service had versions)."
+        },
+    )
+    agent_id = fields.String(
+        allow_none=True,
+        metadata={
+            "description": "agent_…: the agent of the call, or null when the number had none "
+            "(absent from events recorded before the service sent it)."
+        },
+    )
+    direction = fields.String(
+        validate=validate.OneOf(DIRECTIONS),
+        metadata={
+            "description": "inbound or outbound (absent from events recorded before the "
+            "service sent it).",
+            "enum": DIRECTIONS,
+        },
+    )
+    campaign_id = fields.String(
+        allow_none=True,
+        metadata={
+            "description": "cmp_…: the campaign that placed the call, or null (absent from "
+            "events recorded before the service sent it)."
         },
     )
 

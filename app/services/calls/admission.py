@@ -133,6 +133,10 @@ def ended_data(call: Call) -> dict[str, Any]:
         "recordingUrl": call.recording_url,
         "costBreakdown": call.cost_breakdown,
         "agentVersion": call.agent_version,
+        # What receivers would otherwise fetch the call for.
+        "agentId": call.agent_id,
+        "direction": call.direction,
+        "campaignId": call.campaign_id,
     }
 
 
