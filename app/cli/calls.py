@@ -2,6 +2,7 @@
 
 import json
 import time
+from datetime import timedelta
 from typing import Any
 
 import click
@@ -84,7 +85,10 @@ def calls_simulate(
     missing = started.session["missing_variables"]
     if missing:
         click.echo(f"Placeholders without a value (left as written): {', '.join(missing)}")
-    call_lifecycle.answer_call(call_id=call.id)
+    # The simulated call's clock: answered a ring after it starts, ended seconds later.
+    answered_at = call.started_at + timedelta(seconds=demo_runtime.RING_SECONDS)
+    ended_at = answered_at + timedelta(seconds=seconds)
+    call_lifecycle.answer_call(call_id=call.id, answered_at=answered_at)
     if function_name:
         outcome = function_calls.invoke(
             call_id=call.id, function_name=function_name, parameters=parameters
@@ -98,11 +102,12 @@ def calls_simulate(
     call = call_lifecycle.end_call(
         call_id=call.id,
         status="ended",
-        duration_seconds=seconds,
+        duration_seconds=demo_runtime.RING_SECONDS + seconds,
         talk_time_seconds=seconds,
         hangup_reason="normal",
         hangup_initiator="caller",
         ai_cost_idr=0,
+        ended_at=ended_at,
     )
     balance = billing.get_balance(tenant=call.tenant).balance_minutes
     click.echo(f"Ended after {seconds} s: charged {call.billed_minutes} min; balance {balance} min")

@@ -218,6 +218,10 @@ def test_calls_simulate_drives_a_whole_call(runner, tenant, did):
     emitted = [line.split()[0] for line in result.output.splitlines() if line.startswith("  ")]
     assert emitted == ["call.started", "call.answered", "call.transcript", "call.ended"]
     assert (call.status, call.transcript_summary, call.billed_minutes) == ("ended", "Booked.", 3)
+    # Answered a ring after it starts, ended 125 s after that: times as long as the call.
+    assert (call.answered_at - call.started_at).total_seconds() == 3
+    assert (call.ended_at - call.answered_at).total_seconds() == 125
+    assert (call.duration_seconds, call.talk_time_seconds) == (128, 125)
 
 
 def test_calls_simulate_with_turns_writes_an_example_conversation(runner, tenant, did):
