@@ -20,19 +20,46 @@ EXAMPLE_TURNS = (
     ("agent", "Sudah saya catat: besok jam 10.00 dengan dokter gigi. Ada lagi?"),
     ("caller", "Tidak, terima kasih."),
 )
+# An outbound call: the business calls out, by the name the call's variables give.
+OUTBOUND_TURNS = (
+    ("agent", "Halo {name}, saya menelepon dari klinik untuk mengingatkan janji Anda besok."),
+    ("caller", "Oh iya, halo."),
+    ("agent", "Apakah {name} tetap bisa datang besok jam 10.00?"),
+    ("caller", "Bisa, saya datang."),
+    ("agent", "Baik, sudah saya catat. Terima kasih, {name}, sampai jumpa besok."),
+    ("caller", "Sama-sama."),
+)
+# Whom an outbound call addresses when its variables give no name.
+NO_NAME = "Bapak/Ibu"
 SUMMARY = "A demo call: the callee confirmed the appointment."
 # The outcomes of an unanswered call the demo runtime reports (its hangupReason).
 UNANSWERED = ("no_answer", "busy")
 RING_SECONDS = 3
 
 
-def example_turns(seconds: int) -> list[dict[str, Any]]:
-    """EXAMPLE_TURNS spread evenly over seconds of conversation."""
-    span = seconds * 1000 // len(EXAMPLE_TURNS)
+def example_turns(
+    seconds: int, lines: tuple[tuple[str, str], ...] = EXAMPLE_TURNS
+) -> list[dict[str, Any]]:
+    """lines (an inbound call's EXAMPLE_TURNS by default) spread evenly over seconds of
+    conversation."""
+    span = seconds * 1000 // len(lines)
     return [
         {"role": role, "text": text, "start_ms": index * span, "end_ms": (index + 1) * span}
-        for index, (role, text) in enumerate(EXAMPLE_TURNS)
+        for index, (role, text) in enumerate(lines)
     ]
+
+
+def outbound_lines(
+    session: dict[str, Any], variables: dict[str, str]
+) -> tuple[tuple[str, str], ...]:
+    """The conversation of an outbound call: the business calling out, opening with the
+    session's greeting when the agent has one (its placeholders filled from the call's
+    variables), addressing the callee by the name they give."""
+    name = variables.get("name") or NO_NAME
+    lines = [(role, text.format(name=name)) for role, text in OUTBOUND_TURNS]
+    if session.get("greeting_text"):
+        lines[0] = ("agent", session["greeting_text"])
+    return tuple(lines)
 
 
 @dataclass(frozen=True)
@@ -56,8 +83,8 @@ class DemoRuntime:
         self.seconds = seconds
         self.answer_rate = answer_rate
         self.outcomes = random.Random(seed)
-        # call id: when it hangs up (time.monotonic()) and whom it calls
-        self.talking: dict[str, tuple[float, str]] = {}
+        # call id: when it hangs up (time.monotonic()), whom it calls and what is said
+        self.talking: dict[str, tuple[float, str, tuple[tuple[str, str], ...]]] = {}
 
     def step(self) -> Iterator[Outcome]:
         """Claim as many queued calls as there is room for and answer them or not, then end
@@ -79,14 +106,15 @@ class DemoRuntime:
                 yield Outcome(call.id, call.callee_number, reason)
                 continue
             call_lifecycle.answer_call(call_id=call.id)
-            self.talking[call.id] = (time.monotonic() + self.seconds, call.callee_number)
+            lines = outbound_lines(started.session, call.variables)
+            self.talking[call.id] = (time.monotonic() + self.seconds, call.callee_number, lines)
             yield Outcome(call.id, call.callee_number, "answered")
-        for call_id, (hangs_up, callee_number) in list(self.talking.items()):
+        for call_id, (hangs_up, callee_number, lines) in list(self.talking.items()):
             if hangs_up > time.monotonic():
                 continue
             call_lifecycle.add_transcript(
                 call_id=call_id,
-                turns=example_turns(max(self.seconds, 1)),
+                turns=example_turns(max(self.seconds, 1), lines),
                 transcript_summary=SUMMARY,
             )
             call_lifecycle.end_call(

@@ -1,7 +1,7 @@
 """flask calls dispatch-demo: plays the runtime's part for queued calls, so a campaign
 progresses with no runtime."""
 
-from app.models import Call, Campaign
+from app.models import Call, CallTurn, Campaign
 from app.services import phone_numbers as number_service
 from tests.campaigns import contacts, created, numbers, sweep
 
@@ -43,3 +43,37 @@ def test_an_unanswered_demo_call_ends_busy_or_without_answer(runner, client, hea
 def test_with_nothing_queued_the_demo_stops_at_once(runner, did):
     result = runner.invoke(args=["calls", "dispatch-demo", "--once"])
     assert (result.exit_code, result.output) == (0, "")
+
+
+def test_an_outbound_demo_call_calls_out_by_the_name_its_variables_give(
+    runner, client, headers, tenant, did
+):
+    contacts_ = [{"to": numbers(1)[0], "variables": {"name": "Budi"}}, numbers(1, 1)[0]]
+    created(client, headers, number_of(tenant), contacts_, maxConcurrentCalls=2)
+    sweep()
+    args = ["calls", "dispatch-demo", "--once", "--seconds", "0", "--answer-rate", "1"]
+    assert runner.invoke(args=[*args, "--interval", "0.05"]).exit_code == 0
+    said = {}
+    for call in Call.select():
+        turns = CallTurn.select().where(CallTurn.call == call).order_by(CallTurn.seq)
+        said[call.callee_number] = [turn.text for turn in turns]
+    named, unnamed = said[numbers(1)[0]], said[numbers(1, 1)[0]]
+    assert named[0].startswith("Halo Budi, saya menelepon dari")
+    assert "Budi" in named[-2] and "Bapak/Ibu" in unnamed[0]
+    assert not any("sudah menelepon" in text for text in named + unnamed)  # not an inbound call
+
+
+def test_an_outbound_demo_call_opens_with_the_agents_filled_greeting(
+    runner, client, headers, tenant, did, agent_id
+):
+    client.patch(
+        f"/api/v1/agents/{agent_id}", json={"greetingText": "Halo {{name}}!"}, headers=headers
+    )
+    created(
+        client, headers, number_of(tenant), [{"to": numbers(1)[0], "variables": {"name": "Sari"}}]
+    )
+    sweep()
+    args = ["calls", "dispatch-demo", "--once", "--seconds", "0", "--answer-rate", "1"]
+    assert runner.invoke(args=[*args, "--interval", "0.05"]).exit_code == 0
+    first = CallTurn.select().order_by(CallTurn.seq).first()
+    assert (first.role, first.text) == ("agent", "Halo Sari!")
