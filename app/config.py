@@ -73,10 +73,11 @@ FUNCTION_WORKERS = 8
 FUNCTION_TEST_WORKERS = 2
 WEBHOOK_WORKERS = 4
 
-# A tenant's live function calls take at most this share of FUNCTION_WORKERS at once (at least
-# one); a call beyond it is answered function_busy at once rather than waiting behind the
-# tenant's own slow endpoints, so other tenants' calls always find a worker. Function calls
-# mostly wait on the network: raise FUNCTION_WORKERS for tenants with many calls at once.
+# A tenant's live function calls take at most this share of FUNCTION_WORKERS at once, and its
+# function tests this share of FUNCTION_TEST_WORKERS (at least one of each); one beyond it is
+# answered function_busy at once rather than waiting behind the tenant's own slow endpoints,
+# so other tenants' calls and tests always find a worker. Function calls mostly wait on the
+# network: raise FUNCTION_WORKERS for tenants with many calls at once.
 FUNCTION_TENANT_SHARE = 0.5
 
 # Fair delivery. A webhook has at most WEBHOOK_IN_FLIGHT_PER_WEBHOOK attempts in flight, and a

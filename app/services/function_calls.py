@@ -15,7 +15,8 @@ answered function_busy at once, so a tenant's slow endpoints never hold up anoth
 A test (POST /api/v1/agents/:id/functions/:name/test) is the same request, signed the same
 way with callId call_test, from the same sender with the same budget, and nothing is
 recorded. Its job runs on a queue of its own, function_tests, served by a pool of its own
-(worker.py), so tests never take a worker that a live call is waiting for.
+(worker.py), so tests never take a worker that a live call is waiting for; a tenant's tests
+take at most the same share of that pool, and one beyond it is function_busy at once too.
 """
 
 import json
@@ -241,25 +242,34 @@ def _record(
     return True
 
 
-def tenant_places() -> int:
-    """How many live function calls of one tenant may run at once: its share of the function
-    workers, at least one."""
+def tenant_places(workers: str) -> int:
+    """How many of one tenant's function calls may run at once on a pool of workers (workers:
+    the setting of its size, FUNCTION_TEST_WORKERS for tests): its share, at least one."""
     config = current_app.config
-    return max(1, int(config["FUNCTION_WORKERS"] * config["FUNCTION_TENANT_SHARE"]))
+    return max(1, int(config[workers] * config["FUNCTION_TENANT_SHARE"]))
+
+
+def _take_place(group: str, invocation: Invocation, *, workers: str, what: str) -> Outcome | None:
+    """Take one of the tenant's places in group (its share of the pool of workers) until the
+    invocation's answer is due at the latest; function_busy, naming what, when all are held."""
+    places = tenant_places(workers)
+    held_for = invocation.wait_deadline - time.time() + ANSWER_MARGIN_S
+    if queue.take_place(group, invocation.id, places=places, seconds=held_for):
+        return None
+    return Outcome.failure(
+        "function_busy",
+        f"Too many of this account's {what} are running at once (at most {places}); the "
+        "function was not called.",
+    )
 
 
 def _run_and_wait(invocation: Invocation) -> Outcome:
     """Run the job and wait for its outcome (function_timeout once the wait is over), while
     the tenant has a place among the function workers; function_busy at once when it has
     none."""
-    places, group = tenant_places(), f"functions:{invocation.tenant_id}"
-    held_for = invocation.wait_deadline - time.time() + ANSWER_MARGIN_S
-    if not queue.take_place(group, invocation.id, places=places, seconds=held_for):
-        busy = Outcome.failure(
-            "function_busy",
-            f"Too many of this account's function calls are running at once (at most "
-            f"{places}); the function was not called.",
-        )
+    group = f"functions:{invocation.tenant_id}"
+    busy = _take_place(group, invocation, workers="FUNCTION_WORKERS", what="function calls")
+    if busy is not None:
         _record(invocation, busy, http_status=None)
         return busy
     try:
@@ -451,23 +461,35 @@ def run_test(
     )
     outcome, status = _refusal(function.parameters, function.name, parameters), None
     if outcome is None:
-        answer = queue.call(
-            "function_tests",
-            TEST_JOB,
-            asdict(invocation),
-            timeout=max(invocation.wait_deadline - time.time(), 0.01),
-        )
-        if answer is None:
-            outcome = timed_out(invocation.timeout_ms)
-        else:
-            status = answer.pop("statusCode")
-            outcome = Outcome(**answer)
+        outcome, status = _run_test_and_wait(invocation)
     return FunctionTestReport(
         outcome=outcome,
         status_code=status,
         duration_ms=int((time.time() - started) * 1000),
         budget_ms=function.timeout_ms,
     )
+
+
+def _run_test_and_wait(invocation: Invocation) -> tuple[Outcome, int | None]:
+    """The test's job's outcome and HTTP status, as _run_and_wait's for a live call: while the
+    tenant has a place among the test workers, else function_busy at once."""
+    group = f"function_tests:{invocation.tenant_id}"
+    busy = _take_place(group, invocation, workers="FUNCTION_TEST_WORKERS", what="function tests")
+    if busy is not None:
+        return busy, None
+    try:
+        answer = queue.call(
+            "function_tests",
+            TEST_JOB,
+            asdict(invocation),
+            timeout=max(invocation.wait_deadline - time.time(), 0.01),
+        )
+    finally:
+        queue.give_back_place(group, invocation.id)
+    if answer is None:
+        return timed_out(invocation.timeout_ms), None
+    status = answer.pop("statusCode")
+    return Outcome(**answer), status
 
 
 def list_for_call(*, tenant: Tenant, call_id: str) -> list[FunctionInvocation]:

@@ -278,3 +278,44 @@ def test_a_test_repeated_with_its_idempotency_key_is_answered_again_unsent(
     assert again.headers["Idempotent-Replayed"] == "true"
     assert again.json == first.json
     assert len(endpoint.requests) == 1
+
+
+def test_a_test_beyond_the_tenants_share_of_test_workers_is_busy_at_once(
+    app, client, headers, agent_id, other_headers
+):
+    """A tenant whose tests hold its share of the test workers (one of the two by default)
+    gets function_busy at once, without its endpoint being called, rather than waiting behind
+    its own slow endpoint; another tenant's test of the same moment is made."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.runtime.test_function_calls import slow_or_quick
+
+    assert app.config["FUNCTION_TEST_WORKERS"] * app.config["FUNCTION_TENANT_SHARE"] == 1
+    with Receiver(slow_or_quick) as endpoint:
+        define(client, headers, agent_id, endpoint.url + "/slow", timeout_ms=1500)
+        other_agent = client.post(
+            "/api/v1/agents", json={"name": "B", "systemPrompt": "Hi."}, headers=other_headers
+        ).json["id"]
+        define(client, other_headers, other_agent, endpoint.url + "/orders")
+        with ThreadPoolExecutor(1) as pool:
+            holding = pool.submit(
+                run_test, app.test_client(), headers, agent_id, parameters={"orderId": "A"}
+            )
+            endpoint.wait_for(1)
+            started = time.monotonic()
+            busy = run_test(client, headers, agent_id, parameters={"orderId": "B"})
+            assert time.monotonic() - started < 0.3
+            other = run_test(client, other_headers, other_agent, parameters={"orderId": "C"})
+            assert holding.result().json["result"] == {"status": "shipped"}
+        assert len(endpoint.requests) == 2  # the first test's and the other tenant's
+        report = busy.json
+        assert (report["ok"], report["statusCode"], report["budgetMs"]) == (False, None, 1500)
+        assert report["error"] == {
+            "code": "function_busy",
+            "message": "Too many of this account's function tests are running at once (at "
+            "most 1); the function was not called.",
+        }
+        assert other.json["ok"] is True
+        # The place is free again once the test in hand has its answer.
+        again = run_test(client, headers, agent_id, parameters={"orderId": "D"})
+        assert again.json["ok"] is True

@@ -176,17 +176,18 @@ def test_function_tests_never_hold_up_live_calls(
     app, client, headers, runtime_headers, agent_id, open_call, endpoint, workers, redis_client
 ):
     """Every test worker busy with a slow endpoint: a live call still finds a worker."""
+    app.config["FUNCTION_TENANT_SHARE"] = 1.0  # one tenant may take every test worker here
     start_worker(workers, redis_client, ("functions",))
     define(client, headers, agent_id, endpoint.url + "/sleep")
     define(client, headers, agent_id, endpoint.url + "/orders", name="quick")
     call_id = open_call()
-    busy = app.config["FUNCTION_TEST_WORKERS"] + 1
+    busy = app.config["FUNCTION_TEST_WORKERS"]
     with ThreadPoolExecutor(busy) as pool:
         tests = [
             pool.submit(run_function_test, app.test_client(), headers, agent_id, orderId="A")
             for _ in range(busy)
         ]
-        endpoint.wait_for(app.config["FUNCTION_TEST_WORKERS"])
+        endpoint.wait_for(busy)
         response = invoke(client, runtime_headers, call_id, name="quick", orderId="A")
         assert response.json["result"]["status"] == "shipped"
         assert not any(test.done() for test in tests)  # still waiting for the slow endpoint
