@@ -19,6 +19,7 @@ from app.db import database
 from app.models import Delivery, DeliveryAttempt, Webhook
 from app.services import events
 from app.services import webhooks as webhook_service
+from app.services.deliveries import dispatch as delivery_dispatch
 from app.util import new_id, utcnow
 from tests.helpers import ACTOR
 from tests.receiver import Answer, Receiver
@@ -27,6 +28,7 @@ from tests.system.workers import (
     ThrowawayRedis,
     register_webhook,
     rq_config,
+    wait_for_worker,
     wait_until,
 )
 from tests.test_queue import ANSWER_JOB, SLOW_JOB
@@ -110,6 +112,31 @@ def test_a_broken_webhook_of_one_tenant_holds_up_no_other_tenants_events(
     # Tried, and retried on the tests' shortened schedule.
     wait_until(lambda: Delivery.get_by_id(failed.id).attempts >= 1, 10, "not tried", workers)
     assert "not a valid host name" in Delivery.get_by_id(failed.id).last_error
+
+
+def test_a_webhook_deleted_during_its_slow_lane_attempt_leaves_the_worker_no_traceback(
+    client, headers, tenant, workers, redis_client
+):
+    """The webhook, in the slow lane, is deleted through the API while the worker waits on its
+    receiver: the attempt times out and is let go with a log line, nothing else."""
+    with Receiver(lambda request: Answer(delay=3)) as receiver:
+        webhook = register_webhook(tenant, receiver.url)
+        Webhook.update(lane=delivery_dispatch.SLOW_LANE).execute()
+        workers.start(queues=("webhooks",))
+        wait_for_worker(workers, redis_client, ("webhooks", "webhooks_slow"))
+        emit(tenant)
+        receiver.wait_for(1)
+        assert client.delete(f"/api/v1/webhooks/{webhook.id}", headers=headers).status_code == 204
+
+        def ended() -> bool:
+            logs = workers.logs(tail=100_000)
+            return "Traceback" in logs or "deleted with its webhook" in logs
+
+        wait_until(ended, 10, "the attempt did not end", workers)
+        time.sleep(0.5)  # anything the job does after
+    logs = workers.logs(tail=100_000)
+    assert "Traceback" not in logs, logs
+    assert not Delivery.select().exists() and not DeliveryAttempt.select().exists()
 
 
 def test_a_replay_reaches_the_receiver_through_the_worker(

@@ -287,7 +287,8 @@ def send(delivery: Delivery) -> Sent:
 
 def record(delivery: Delivery, lease_until: datetime, sent: Sent) -> str | None:
     """Write the attempt and its outcome in one transaction; the delivery's status after, or
-    None when another job took the delivery over meanwhile (its outcome counts)."""
+    None when another job took the delivery over meanwhile (its outcome counts), or the
+    delivery was deleted with its webhook (nothing is left to write to)."""
     now = utcnow()
     with transaction():
         _change_lane(delivery, sent)
@@ -313,6 +314,8 @@ def record(delivery: Delivery, lease_until: datetime, sent: Sent) -> str | None:
                 next_attempt_at=next_attempt_at,
             )
         if not written:
+            if not Delivery.select().where(Delivery.id == delivery.id).exists():
+                log.info("delivery %s was deleted with its webhook during its attempt", delivery.id)
             return None
         DeliveryAttempt.create(
             delivery=delivery.id,
@@ -354,7 +357,9 @@ def _failure(delivery: Delivery, sent: Sent, *, now: datetime) -> tuple[str, dat
         failing_since=pw.fn.COALESCE(Webhook.failing_since, now),
         consecutive_failures=Webhook.consecutive_failures + 1,
     ).where(Webhook.id == webhook_id).execute()
-    webhook = Webhook.get_by_id(webhook_id)
+    webhook = Webhook.get_or_none(Webhook.id == webhook_id)
+    if webhook is None:  # deleted during the attempt, with the delivery: record writes nothing
+        return "failed", None
     if status_code == 410:
         disable(webhook, reason="The receiver answered 410 Gone.")
     elif webhook.failing_since and now - webhook.failing_since >= DISABLE_AFTER:

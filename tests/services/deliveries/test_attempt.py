@@ -21,6 +21,7 @@ from app.outbound import client
 from app.services import events
 from app.services import webhooks as webhook_service
 from app.services.deliveries import attempt as delivery_attempt
+from app.services.deliveries import dispatch as delivery_dispatch
 from app.services.deliveries import schedule as delivery_schedule
 from app.services.deliveries import sweeper as delivery_sweeper
 from app.services.deliveries import wire as delivery_wire
@@ -358,6 +359,36 @@ def test_an_outcome_is_not_written_over_the_job_that_took_the_delivery_over(app,
         assert delivery_attempt.record(row, lease, sent) is None
     assert Delivery.get_by_id(delivery.id).attempts == 0
     assert DeliveryAttempt.select().count() == 0
+
+
+@pytest.mark.parametrize("outcome", ["timeout", "failure", "success"])
+def test_a_webhook_deleted_while_its_attempt_is_in_flight_is_let_go(
+    app, client, headers, tenant, caplog, outcome
+):
+    """The webhook (with its deliveries) is deleted through the API while an attempt is under
+    way, in the slow lane or the fast: the attempt's outcome is written nowhere, without an
+    error (a log line says why), and nothing else changes."""
+    caplog.set_level("INFO", logger=delivery_attempt.__name__)
+    answers = {"timeout": Answer(delay=1.0), "failure": Answer(500), "success": Answer(200)}
+    app.config["WEBHOOK_TIMEOUT"] = 0.3
+    with Receiver(lambda request: answers[outcome]) as receiver:
+        webhook = register(tenant, receiver.url)
+        lane = delivery_dispatch.SLOW_LANE if outcome == "timeout" else delivery_dispatch.FAST_LANE
+        Webhook.update(lane=lane).execute()
+        other = register(tenant, receiver.url + "/other")
+        [delivery] = due_deliveries(tenant, webhook, 1)
+        lease = delivery_attempt.claim(delivery.id)
+        row = Delivery.get_by_id(delivery.id)
+        sent = delivery_attempt.send(row)  # the attempt, under way
+    assert sent.timed_out is (outcome == "timeout")
+    deleted = client.delete(f"/api/v1/webhooks/{webhook.id}", headers=headers)
+    assert deleted.status_code == 204
+    assert delivery_attempt.record(row, lease, sent) is None
+    assert not Delivery.select().exists() and not DeliveryAttempt.select().exists()
+    assert [hook.id for hook in Webhook.select()] == [other.id]
+    assert Webhook.get_by_id(other.id).consecutive_failures == 0
+    assert not [record for record in caplog.records if record.exc_info]
+    assert f"delivery {delivery.id} was deleted with its webhook" in caplog.text
 
 
 def test_a_delivery_costs_the_same_statements_every_time(app, tenant):
