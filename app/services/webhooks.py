@@ -81,9 +81,13 @@ def health(*, webhooks: list[Webhook]) -> dict[str, Health]:
     return found
 
 
-def get_webhook(*, tenant: Tenant, webhook_id: str) -> Webhook:
-    """The tenant's webhook, or NotFound (also for another tenant's)."""
-    webhook = Webhook.get_or_none((Webhook.id == webhook_id) & (Webhook.tenant == tenant))
+def get_webhook(*, tenant: Tenant, webhook_id: str, lock: bool = False) -> Webhook:
+    """The tenant's webhook, or NotFound (also for another tenant's); lock: its row locked
+    until the transaction ends (PostgreSQL; SQLite's IMMEDIATE transaction holds it all)."""
+    query = Webhook.select().where((Webhook.id == webhook_id) & (Webhook.tenant == tenant))
+    if lock and not is_sqlite():
+        query = query.for_update()
+    webhook = query.first()
     if webhook is None:
         raise NotFound(f"Webhook {webhook_id} not found.")
     return webhook
@@ -173,7 +177,9 @@ def rotate_secret(
 def delete_webhook(*, tenant: Tenant, actor: Actor, webhook_id: str) -> None:
     """Delete a webhook with its deliveries and their log."""
     with unit_of_work():
-        webhook = get_webhook(tenant=tenant, webhook_id=webhook_id)
+        # The webhook's row before its deliveries', in the order an attempt's outcome takes
+        # them: the other way round, each could wait for the other.
+        webhook = get_webhook(tenant=tenant, webhook_id=webhook_id, lock=True)
         webhook.delete_instance(recursive=True)
         audit.write(actor, tenant_id=tenant.id, action="webhook.deleted", target_id=webhook_id)
 

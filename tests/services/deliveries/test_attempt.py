@@ -7,6 +7,7 @@ import base64
 import hashlib
 import hmac
 import socket
+import threading
 import time
 from datetime import timedelta
 
@@ -389,6 +390,45 @@ def test_a_webhook_deleted_while_its_attempt_is_in_flight_is_let_go(
     assert Webhook.get_by_id(other.id).consecutive_failures == 0
     assert not [record for record in caplog.records if record.exc_info]
     assert f"delivery {delivery.id} was deleted with its webhook" in caplog.text
+
+
+@pytest.mark.postgres_only
+def test_a_webhook_deleted_while_an_outcome_is_written_waits_for_it(app, tenant, monkeypatch):
+    """The delete comes while an attempt's outcome is being written, which holds the webhook's
+    row (its failure count) and is about to write the delivery's: the delete waits for the
+    webhook's row before it touches the deliveries, so neither waits for the other in a
+    circle (a deadlock, which PostgreSQL ends by failing one of them)."""
+    with Receiver(lambda request: Answer(500)) as receiver:
+        webhook = register(tenant, receiver.url)
+        [delivery] = due_deliveries(tenant, webhook, 1)
+        lease = delivery_attempt.claim(delivery.id)
+        row = Delivery.get_by_id(delivery.id)
+        sent = delivery_attempt.send(row)
+    failures = []
+
+    def delete() -> None:
+        with app.app_context(), database.connection_context():
+            try:
+                webhook_service.delete_webhook(actor=ACTOR, tenant=tenant, webhook_id=webhook.id)
+            except Exception as exc:
+                failures.append(exc)
+
+    deleter = threading.Thread(target=delete)
+    settle = delivery_attempt._settle
+
+    def settle_once_the_delete_came(*args, **kwargs):
+        deleter.start()
+        time.sleep(0.5)  # the delete goes as far as it can meanwhile
+        return settle(*args, **kwargs)
+
+    monkeypatch.setattr(delivery_attempt, "_settle", settle_once_the_delete_came)
+    try:
+        status = delivery_attempt.record(row, lease, sent)
+    finally:
+        deleter.join(timeout=30)
+    assert failures == [] and status == "pending"
+    assert not Webhook.select().exists()
+    assert not Delivery.select().exists() and not DeliveryAttempt.select().exists()
 
 
 def test_a_delivery_costs_the_same_statements_every_time(app, tenant):
