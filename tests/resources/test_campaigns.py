@@ -122,6 +122,28 @@ def test_a_bad_field_is_422_naming_it(client, headers, number_id, fields, field)
     assert Campaign.select().count() == 0
 
 
+@pytest.mark.parametrize("zone", ["localtime", "Factory", "posixrules", "asia/jakarta", ""])
+def test_a_timezone_that_is_no_iana_zone_name_is_422_naming_it(client, headers, number_id, zone):
+    """Only a place's IANA name (or UTC): not the host's own zone file (localtime), nor the
+    placeholder for an unset zone (Factory), nor the rules template (posixrules)."""
+    schedule = {"timezone": zone, "start": "09:00", "end": "17:00"}
+    error = assert_error(
+        create(client, headers, number_id, numbers(1), schedule=schedule), 422, "validation_error"
+    )
+    assert error["details"] == {
+        "schedule": {"timezone": ["Must be an IANA time zone such as Asia/Jakarta."]}
+    }
+    assert Campaign.select().count() == 0
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Jakarta", "America/Argentina/Buenos_Aires"])
+def test_an_iana_zone_name_is_taken(client, headers, number_id, zone):
+    schedule = {"timezone": zone, "start": "09:00", "end": "17:00"}
+    response = create(client, headers, number_id, numbers(1), schedule=schedule)
+    assert response.status_code == 201, response.get_data(as_text=True)
+    assert response.json["schedule"]["timezone"] == zone
+
+
 def test_more_contacts_than_the_cap_is_409_limit_reached(app, client, headers, number_id):
     app.config["MAX_CONTACTS_PER_CAMPAIGN"] = 3
     error = assert_error(create(client, headers, number_id, numbers(4)), 409, "limit_reached")

@@ -19,11 +19,16 @@ from app.services.campaign_progress import (
 from app.services.campaigns import DAYS, MAX_ATTEMPTS, MAX_DELAY_MINUTES
 
 CLOCK = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
+# Names in the time zone database that are no place's zone: the host's own setting
+# (localtime, which available_timezones() lists from the system's files), the placeholder for
+# an unset zone (Factory) and the rules template of POSIX TZ strings (posixrules).
+NOT_PLACES = frozenset({"localtime", "Factory", "posixrules"})
 
 
 @cache
 def time_zones() -> frozenset[str]:
-    return frozenset(available_timezones())
+    """The IANA time zone names a schedule may name (UTC among them)."""
+    return frozenset(available_timezones()) - NOT_PLACES
 
 
 def known_time_zone(name: str) -> None:
