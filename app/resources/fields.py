@@ -1,4 +1,4 @@
-"""Custom marshmallow fields of the API: timestamps, strict types, receiver URLs."""
+"""Custom marshmallow fields of the API: timestamps, strict types, receiver URLs, shown text."""
 
 import re
 from datetime import UTC, date, datetime
@@ -80,6 +80,37 @@ def ReceiverUrl(description: str, **kwargs: Any) -> fields.String:  # noqa: N802
 def unique_items(values: list[Any]) -> None:
     if len(set(values)) != len(values):
         raise ValidationError("Items must be unique.")
+
+
+# Characters a terminal or a text view acts on instead of showing them: the C0 controls but
+# tab and line feed (a carriage return only before a line feed, as in CRLF), DEL, the C1
+# controls, and the bidirectional embeddings, overrides and isolates (U+202A-U+202E,
+# U+2066-U+2069), which reorder the text shown around them. Escapes that JSON Schema's
+# (ECMA-262) regular expressions and Python's read alike.
+CONTROLS = r"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
+CONTROL_CHARACTERS = re.compile(rf"[{CONTROLS}]|\r(?!\n)")
+TEXT_PATTERN = rf"^([^{CONTROLS}\r]|\r\n)*$"
+
+
+class Text(fields.String):
+    """Text people read (in the dashboard, a terminal, a log viewer), lines and tabs
+    included: a control character or a bidirectional override is 422 naming the field."""
+
+    default_error_messages = {
+        "control": "Must not contain control characters or bidirectional overrides (found "
+        "U+{code:04X} at character {position}); tabs and line breaks are fine."
+    }
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("metadata", {})["pattern"] = TEXT_PATTERN
+        super().__init__(**kwargs)
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> str:
+        text = super()._deserialize(value, attr, data, **kwargs)
+        found = CONTROL_CHARACTERS.search(text)
+        if found:
+            raise self.make_error("control", code=ord(found.group()[0]), position=found.start())
+        return text
 
 
 class DateOrTimestamp(fields.String):

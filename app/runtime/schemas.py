@@ -7,7 +7,7 @@ from marshmallow import ValidationError, fields, validate, validates_schema
 from app.resources.agents.schemas import E164
 from app.resources.calls.schemas import CallDetailSchema, Variables, metadata_size
 from app.resources.common import Schema
-from app.resources.fields import MAX_INT32, StrictInteger, UtcDateTime
+from app.resources.fields import MAX_INT32, StrictInteger, Text, UtcDateTime
 from app.resources.functions.schemas import FunctionErrorSchema
 from app.services.calls.constants import (
     COST_COMPONENTS,
@@ -259,10 +259,13 @@ class TurnSchema(Schema):
         validate=validate.OneOf(TURN_ROLES),
         metadata={"description": "agent or caller: who spoke.", "enum": TURN_ROLES},
     )
-    text = fields.String(
+    text = Text(
         required=True,
         validate=validate.Length(1, MAX_TURN_BYTES),
-        metadata={"description": "What was said."},
+        metadata={
+            "description": "What was said: lines and tabs, but no other control character and "
+            "no bidirectional override (U+202A-U+202E, U+2066-U+2069)."
+        },
     )
     start_ms = StrictInteger(
         allow_none=True,
@@ -283,9 +286,12 @@ class TurnSchema(Schema):
 
 
 class TranscriptSchema(Schema):
-    transcript_summary = fields.String(
+    transcript_summary = Text(
         validate=validate.Length(max=100_000),
-        metadata={"description": "Summary of the conversation; emits call.transcript when new."},
+        metadata={
+            "description": "Summary of the conversation; emits call.transcript when new. Lines "
+            "and tabs, but no other control character and no bidirectional override."
+        },
     )
     turns = fields.List(
         fields.Nested(TurnSchema),

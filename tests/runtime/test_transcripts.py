@@ -153,6 +153,57 @@ def test_a_bad_turn_is_422_naming_it_and_stores_nothing(
     assert CallTurn.select().count() == 0
 
 
+CONTROLS = [
+    "\x1b[2J\x1b[1;31mYour account is locked\x1b[0m",  # ESC sequences
+    "ring\x07",  # BEL
+    "\u202egnp.exe",  # a right-to-left override
+    "a \u2066isolated\u2069 word",  # an isolate
+    "paid\rrefused",  # a carriage return that rewrites the line
+    "\x9b31m",  # a C1 control sequence introducer
+]
+
+
+@pytest.mark.parametrize("text", CONTROLS)
+def test_a_turn_with_a_control_character_is_422_naming_its_text(
+    client, runtime_headers, call_id, text
+):
+    response = post(
+        client, runtime_headers, call_id, turns=[GREETING, {"role": "caller", "text": text}]
+    )
+    error = assert_error(response, 422, "validation_error")
+    [message] = error["details"]["turns"]["1"]["text"]
+    assert message.startswith("Must not contain control characters or bidirectional overrides")
+    assert CallTurn.select().count() == 0
+
+
+@pytest.mark.parametrize("text", CONTROLS)
+def test_a_summary_with_a_control_character_is_422_naming_it(
+    client, runtime_headers, call_id, text
+):
+    response = post(client, runtime_headers, call_id, transcriptSummary=text)
+    error = assert_error(response, 422, "validation_error")
+    assert list(error["details"]) == ["transcriptSummary"]
+    assert Call.get_by_id(call_id).transcript_summary is None
+    assert not Event.select().where(Event.type == "call.transcript").exists()
+
+
+def test_lines_and_tabs_are_kept_in_turns_and_the_summary(
+    client, headers, runtime_headers, call_id
+):
+    text = "Jadwal:\n\tSenin 10:00\r\n\tSelasa 14:30 — é, 日本語, 👍"
+    summary = "caller: booked\nagent: confirmed\r\n"
+    response = post(
+        client,
+        runtime_headers,
+        call_id,
+        transcriptSummary=summary,
+        turns=[{"role": "agent", "text": text}],
+    )
+    assert response.status_code == 200, response.get_data(as_text=True)
+    read = transcript(client, headers, call_id)
+    assert (read["transcriptSummary"], read["turns"][0]["text"]) == (summary, text)
+
+
 @pytest.mark.parametrize("turns", [[], "hello", [["agent", "x"]], turns_of(2001)])
 def test_turns_must_be_a_list_of_1_to_2000_turns(client, runtime_headers, call_id, turns):
     response = post(client, runtime_headers, call_id, turns=turns)
