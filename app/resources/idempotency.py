@@ -31,8 +31,9 @@ MAX_KEY_LENGTH = 255
 KEY_RULE = f"1 to {MAX_KEY_LENGTH} printable ASCII characters (space to ~)"
 VALID_KEY = re.compile(rf"[ -~]{{1,{MAX_KEY_LENGTH}}}")
 # The headers of an answer that are stored with it and sent again on a replay; the others
-# (X-Request-Id, the rate-limit headers) are the repeat's own.
-KEPT_HEADERS = ("Content-Type", "Location")
+# (X-Request-Id, the rate-limit headers) are the repeat's own. Cache-Control: a replay shows
+# a secret shown once as the first answer did, kept by no cache either.
+KEPT_HEADERS = ("Content-Type", "Location", "Cache-Control")
 TENANT_API_PREFIX = "/api/v1/"
 IN_PROGRESS = (
     "A request with the same Idempotency-Key is still running; error code idempotency_in_progress."

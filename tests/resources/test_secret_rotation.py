@@ -182,3 +182,37 @@ def test_a_get_functions_query_is_signed_by_both_secrets_during_the_overlap(
     query = request.path.split("?", 1)[1].encode()
     assert request.headers["X-Service-Signature"] == signed_by(new, query)
     assert request.headers["X-Service-Signature-Previous"] == signed_by(FUNCTION_SECRET, query)
+
+
+@pytest.mark.parametrize("route", ["function create", "function rotation", "webhook rotation"])
+def test_every_answer_that_shows_a_secret_is_kept_by_no_cache_replayed_too(
+    client, headers, agent_id, webhook_id, route
+):
+    """A new function's signingSecret and a rotation's new secret are shown once: the answer,
+    and its replay for the same Idempotency-Key, carry Cache-Control: no-store."""
+    functions = f"/api/v1/agents/{agent_id}/functions"
+    path, body, secret = {
+        "function create": (
+            functions,
+            {
+                "name": "book",
+                "description": "Book a slot.",
+                "endpoint": "https://hooks.example.com/book",
+                "parameters": {"type": "object", "properties": {}},
+            },
+            "signingSecret",
+        ),
+        "function rotation": (f"{functions}/lookup_order/rotate-secret", {}, "signingSecret"),
+        "webhook rotation": (f"{WEBHOOKS}/{webhook_id}/rotate-secret", {}, "secret"),
+    }[route]
+    define(client, headers, agent_id, "https://hooks.example.com/orders")
+    keyed = {**headers, "Idempotency-Key": f"once-{route}"}
+    first = client.post(path, json=body, headers=keyed)
+    assert first.status_code in (200, 201), first.json
+    again = client.post(path, json=body, headers=keyed)
+    assert again.headers["Idempotent-Replayed"] == "true"
+    for answer in (first, again):
+        assert answer.json[secret] == first.json[secret]
+        assert answer.headers["Cache-Control"] == "no-store"
+    listed = client.get(functions, headers=headers)
+    assert "Cache-Control" not in listed.headers  # an answer without a secret is not marked

@@ -42,10 +42,15 @@ class Functions(MethodView):
     @blp.alt_response(404, response="NOT_FOUND")
     @blp.doc(operationId="createFunction")
     def post(self, fields, agent_id):
-        """Define a function on an agent"""
-        return function_service.create_function(
+        """Define a function on an agent
+
+        The answer (`Cache-Control: no-store`) is the only time its signing secret is shown
+        (until a rotation shows the next one).
+        """
+        function = function_service.create_function(
             tenant=current_tenant(), actor=current_actor(), agent_id=agent_id, **fields
         )
+        return function, NO_STORE
 
 
 @blp.route("/<name>")
