@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.db import database
-from app.services import campaigns, function_calls
+from app.services import campaigns, function_calls, function_tests
 from app.services.calls import lifecycle as call_lifecycle
 from app.services.deliveries import attempt as delivery_attempt
 from app.services.deliveries import dispatch as delivery_dispatch
@@ -40,7 +40,7 @@ def run_function_test(invocation: dict[str, Any]) -> dict[str, Any]:
     """Call the tenant's endpoint once for a function test, recording nothing; the outcome
     and the endpoint's HTTP status."""
     with database.connection_context():
-        return function_calls.run_test_job(function_calls.Invocation(**invocation))
+        return function_tests.run_test_job(function_calls.Invocation(**invocation))
 
 
 def sweep() -> int:

@@ -38,7 +38,7 @@ from app.resources.functions.schemas import (
     FunctionUpdateSchema,
 )
 from app.services import agents as agent_service
-from app.services import function_calls
+from app.services import function_tests
 from app.services import functions as function_service
 from app.services import phone_numbers as number_service
 from app.services import versions as version_service
@@ -355,7 +355,7 @@ def function_test(agent_id: str, name: str):
     if errors:
         return _function_test_page(agent, function, values=request.form, errors=errors), 422
     # A test changes nothing, so it writes no audit entry (DESIGN section 14).
-    report = function_calls.run_test(
+    report = function_tests.run_test(
         tenant=g.tenant, agent_id=agent.id, name=function.name, parameters=fields["parameters"]
     )
     return _function_test_page(agent, function, values=request.form, report=report)
@@ -367,7 +367,7 @@ def _function_test_page(
     *,
     values: MultiDict,
     errors: Errors | None = None,
-    report: function_calls.FunctionTestReport | None = None,
+    report: function_tests.FunctionTestReport | None = None,
 ) -> str:
     return render_template(
         "dashboard/agents/function_test.html",

@@ -1,6 +1,7 @@
 """Function calls: the AI asks for a function mid-call, the service calls the tenant's endpoint
 and hands the JSON answer back to the voice runtime, always within the function's budget
-(its timeoutMs, 5 s by default) plus 0.5 s. A function test calls the endpoint the same way.
+(its timeoutMs, 5 s by default) plus 0.5 s. A function test (function_tests) calls the
+endpoint the same way.
 
 The web process checks the request and runs it as a job on the functions queue, waiting for
 the job's return value (RQ's result); a worker sends the signed request (the endpoint gets
@@ -11,12 +12,6 @@ side gets there first (the worker with the answer, or the web process when its w
 the primary key settles it), and is never retried once sent. A tenant's live calls take at
 most its share of the function workers at once (FUNCTION_TENANT_SHARE): one beyond it is
 answered function_busy at once, so a tenant's slow endpoints never hold up another's calls.
-
-A test (POST /api/v1/agents/:id/functions/:name/test) is the same request, signed the same
-way with callId call_test, from the same sender with the same budget, and nothing is
-recorded. Its job runs on a queue of its own, function_tests, served by a pool of its own
-(worker.py), so tests never take a worker that a live call is waiting for; a tenant's tests
-take at most the same share of that pool, and one beyond it is function_busy at once too.
 """
 
 import json
@@ -37,10 +32,9 @@ from app.models import AgentVersion, Call, Function, FunctionInvocation, Tenant
 from app.models.agents import definitions_of
 from app.outbound import client
 from app.outbound.errors import OutboundError, OutboundTimeout
-from app.services import agents as agent_service
 from app.services import events, snapshots
 from app.services.deliveries import dispatch as delivery_dispatch
-from app.services.functions import DEFAULT_TIMEOUT_MS, argument_errors, get_function
+from app.services.functions import DEFAULT_TIMEOUT_MS, argument_errors
 from app.util import new_id, utcnow
 
 log = logging.getLogger(__name__)
@@ -55,10 +49,8 @@ SEND_MARGIN_S = 0.1  # too little time left to be worth sending
 LATE_AFTER_S = 0.5
 BODY_METHODS = ("POST", "PUT", "PATCH")
 ACTIVE_STATUSES = ("ringing", "answered")
-TEST_CALL_ID = "call_test"  # the callId a function test sends
 # The jobs, by name: the jobs module imports this one.
 INVOKE_JOB = "app.jobs.invoke_function"
-TEST_JOB = "app.jobs.run_function_test"
 
 
 @dataclass(frozen=True)
@@ -140,9 +132,9 @@ def invoke(*, call_id: str, function_name: str, parameters: dict[str, Any]) -> O
         endpoint=definition.get("endpoint"),
         method=definition.get("method"),
     )
-    outcome = _refusal(definition.get("parameters"), function_name, parameters)
+    outcome = refusal(definition.get("parameters"), function_name, parameters)
     if outcome is not None:
-        _record(invocation, outcome, http_status=None)
+        record(invocation, outcome, http_status=None)
     else:
         outcome = _run_and_wait(invocation)
     metrics.FUNCTION_CALLS.labels(outcome.error["code"] if outcome.error else "ok").inc()
@@ -184,7 +176,7 @@ def _find(call_id: str, function_name: str) -> tuple[str, str, dict[str, Any] | 
     return tenant_id, status, entry
 
 
-def _refusal(declared: Any, name: str, parameters: dict[str, Any]) -> Outcome | None:
+def refusal(declared: Any, name: str, parameters: dict[str, Any]) -> Outcome | None:
     """Why the tenant's endpoint must not be called, if it must not (declared: the function's
     parameters schema, None when the agent has no such function)."""
     if declared is None:
@@ -196,7 +188,7 @@ def _refusal(declared: Any, name: str, parameters: dict[str, Any]) -> Outcome | 
     return None
 
 
-def _record(
+def record(
     invocation: Invocation,
     outcome: Outcome,
     *,
@@ -249,7 +241,7 @@ def tenant_places(workers: str) -> int:
     return max(1, int(config[workers] * config["FUNCTION_TENANT_SHARE"]))
 
 
-def _take_place(group: str, invocation: Invocation, *, workers: str, what: str) -> Outcome | None:
+def take_place(group: str, invocation: Invocation, *, workers: str, what: str) -> Outcome | None:
     """Take one of the tenant's places in group (its share of the pool of workers) until the
     invocation's answer is due at the latest; function_busy, naming what, when all are held."""
     places = tenant_places(workers)
@@ -268,9 +260,9 @@ def _run_and_wait(invocation: Invocation) -> Outcome:
     the tenant has a place among the function workers; function_busy at once when it has
     none."""
     group = f"functions:{invocation.tenant_id}"
-    busy = _take_place(group, invocation, workers="FUNCTION_WORKERS", what="function calls")
+    busy = take_place(group, invocation, workers="FUNCTION_WORKERS", what="function calls")
     if busy is not None:
-        _record(invocation, busy, http_status=None)
+        record(invocation, busy, http_status=None)
         return busy
     try:
         return _wait_for_job(invocation)
@@ -291,7 +283,7 @@ def _wait_for_job(invocation: Invocation) -> Outcome:
     if answer is not None:
         return Outcome(**answer)
     timeout = timed_out(invocation.timeout_ms)
-    if _record(invocation, timeout, http_status=None):
+    if record(invocation, timeout, http_status=None):
         return timeout
     return Outcome.of(FunctionInvocation.get_by_id(invocation.id))  # the worker was first
 
@@ -312,25 +304,17 @@ def run(invocation: Invocation) -> Outcome:
     function = Function.get_or_none(Function.id == invocation.function_id)
     if function is None:
         invocation = replace(invocation, function_id=None)
-    outcome, status = _attempt(function, invocation)
+    outcome, status = attempt(function, invocation)
     try:
         # The waiter has its answer once this commits: it dispatches the event's deliveries
         # once it has handed the answer on (_run_and_wait).
-        _record(invocation, outcome, http_status=status, dispatch=False)
+        record(invocation, outcome, http_status=status, dispatch=False)
     except Exception:  # the caller still gets its answer; the record is what is lost
         log.exception("could not record function call %s", invocation.id)
     return outcome
 
 
-def run_test_job(invocation: Invocation) -> dict[str, Any]:
-    """The test's job: call the tenant's endpoint once, exactly as run() does, and record
-    nothing; the outcome with the endpoint's HTTP status (statusCode, None without one)."""
-    function = Function.get_or_none(Function.id == invocation.function_id)
-    outcome, status = _attempt(function, invocation)
-    return {**outcome.as_dict(), "statusCode": status}
-
-
-def _attempt(function: Function | None, invocation: Invocation) -> tuple[Outcome, int | None]:
+def attempt(function: Function | None, invocation: Invocation) -> tuple[Outcome, int | None]:
     """Call the endpoint once, unless the function is gone or its budget (nearly) spent; the
     outcome and the endpoint's HTTP status (None when it gave none)."""
     if function is None:
@@ -414,82 +398,6 @@ def _call_endpoint(function: Function, invocation: Invocation) -> tuple[Outcome,
             "function_invalid_response", "The endpoint must answer with a JSON object."
         ), response.status_code
     return Outcome(result=answer), response.status_code
-
-
-@dataclass(frozen=True)
-class FunctionTestReport:
-    """What a function test found: the outcome, the endpoint's HTTP status (None when it gave
-    none), and how long it took from the request to the answer against the budget."""
-
-    outcome: Outcome
-    status_code: int | None
-    duration_ms: int
-    budget_ms: int
-
-    @property
-    def ok(self) -> bool:
-        return self.outcome.error is None
-
-    @property
-    def result(self) -> dict[str, Any] | None:
-        return self.outcome.result
-
-    @property
-    def error(self) -> dict[str, str] | None:
-        return self.outcome.error
-
-
-def run_test(
-    *, tenant: Tenant, agent_id: str, name: str, parameters: dict[str, Any]
-) -> FunctionTestReport:
-    """Call one of the tenant's functions as a live call would, with callId call_test: the
-    parameters checked first, then the signed request within the function's budget, through
-    a job as a live call's; nothing recorded, no event. The report is ready within the budget
-    plus ANSWER_MARGIN_S."""
-    started = time.time()
-    agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
-    function = get_function(agent=agent, name=name)
-    invocation = Invocation(
-        id=new_id("ftest"),
-        tenant_id=tenant.id,
-        call_id=TEST_CALL_ID,
-        function_id=function.id,
-        function_name=function.name,
-        parameters=parameters,
-        started=started,
-        timeout_ms=function.timeout_ms,
-    )
-    outcome, status = _refusal(function.parameters, function.name, parameters), None
-    if outcome is None:
-        outcome, status = _run_test_and_wait(invocation)
-    return FunctionTestReport(
-        outcome=outcome,
-        status_code=status,
-        duration_ms=int((time.time() - started) * 1000),
-        budget_ms=function.timeout_ms,
-    )
-
-
-def _run_test_and_wait(invocation: Invocation) -> tuple[Outcome, int | None]:
-    """The test's job's outcome and HTTP status, as _run_and_wait's for a live call: while the
-    tenant has a place among the test workers, else function_busy at once."""
-    group = f"function_tests:{invocation.tenant_id}"
-    busy = _take_place(group, invocation, workers="FUNCTION_TEST_WORKERS", what="function tests")
-    if busy is not None:
-        return busy, None
-    try:
-        answer = queue.call(
-            "function_tests",
-            TEST_JOB,
-            asdict(invocation),
-            timeout=max(invocation.wait_deadline - time.time(), 0.01),
-        )
-    finally:
-        queue.give_back_place(group, invocation.id)
-    if answer is None:
-        return timed_out(invocation.timeout_ms), None
-    status = answer.pop("statusCode")
-    return Outcome(**answer), status
 
 
 def list_for_call(*, tenant: Tenant, call_id: str) -> list[FunctionInvocation]:

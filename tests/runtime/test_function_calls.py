@@ -378,8 +378,8 @@ def test_an_invocation_is_recorded_once_by_whichever_side_is_first(
     )
     answered = function_calls.Outcome(result={"status": "shipped"})
     timeout = function_calls.Outcome.failure("function_timeout", "late")
-    assert function_calls._record(invocation, answered, http_status=200) is True
-    assert function_calls._record(invocation, timeout, http_status=None) is False
+    assert function_calls.record(invocation, answered, http_status=200) is True
+    assert function_calls.record(invocation, timeout, http_status=None) is False
     record = FunctionInvocation.get_by_id("fcall_race")
     assert (record.status, record.result) == ("succeeded", {"status": "shipped"})
     assert Event.select().where(Event.type == "function.called").count() == 1

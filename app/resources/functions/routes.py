@@ -15,7 +15,7 @@ from app.resources.functions.schemas import (
     FunctionTestSchema,
     FunctionUpdateSchema,
 )
-from app.services import function_calls
+from app.services import function_tests
 from app.services import functions as function_service
 
 blp = TenantBlueprint(
@@ -117,6 +117,6 @@ class FunctionTest(MethodView):
         error a live call would have had (invalid_parameters included). Nothing is recorded
         and no event is sent.
         """
-        return function_calls.run_test(
+        return function_tests.run_test(
             tenant=current_tenant(), agent_id=agent_id, name=name, **fields
         )

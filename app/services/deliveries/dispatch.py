@@ -113,9 +113,9 @@ def dispatch_and_keep(
         return 0, None
     _dispatching.tenants = waiting = set()
     try:
-        sent, kept = _dispatch_tenant(tenant_id, keep, look=not freed)
+        sent, kept = dispatch_tenant(tenant_id, keep, look=not freed)
         while waiting:
-            sent += _dispatch_tenant(waiting.pop(), None)[0]
+            sent += dispatch_tenant(waiting.pop(), None)[0]
     finally:
         _dispatching.tenants = None
     return sent, kept
@@ -149,7 +149,7 @@ def dispatch_within(tenant_id: str) -> None:
             defer_dispatch(tenant_id)
 
 
-def _dispatch_tenant(
+def dispatch_tenant(
     tenant_id: str, keep: Keep | None, *, look: bool = True
 ) -> tuple[int, Kept | None]:
     """One tenant's dispatch in a transaction of its own (_take_due): how many were enqueued,

@@ -321,7 +321,7 @@ def test_a_dispatch_that_fails_after_the_commit_leaves_the_delivery_to_the_sweep
         raise RuntimeError("the database went away")
 
     webhook = register(tenant)
-    monkeypatch.setattr(delivery_dispatch, "_dispatch_tenant", fail)
+    monkeypatch.setattr(delivery_dispatch, "dispatch_tenant", fail)
     response = client.post(f"/api/v1/webhooks/{webhook.id}/test", headers=headers)
     assert response.status_code == 202
     assert in_flight() == [] and len(waiting_in_database()) == 1
