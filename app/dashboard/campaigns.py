@@ -122,10 +122,11 @@ NO_TIME_ZONE = (
 
 
 def _has_window(form: MultiDict) -> bool:
-    """Whether the form limits the calling days or hours."""
+    """Whether the form limits the calling days or hours (no day ticked, as a form posted
+    without the boxes sends, limits nothing)."""
     days = set(_ticked(form, "days"))
     hours = form.get("start", "").strip() or form.get("end", "").strip()
-    return bool(hours) or days != set(campaign_service.DAYS)
+    return bool(hours) or bool(days) and days != set(campaign_service.DAYS)
 
 
 def _ticked(form: MultiDict, key: str) -> list[str]:
