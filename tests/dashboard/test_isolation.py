@@ -61,6 +61,13 @@ def dashboard_routes(app, with_arguments=True):
 
 
 @pytest.fixture
+def app_config(app_config):
+    """No background sweep while the routes are walked: it would place the campaigns' calls
+    and attempt the deliveries the factories made, changing what the test says must not."""
+    return {**app_config, "SWEEP_INTERVAL": 3600.0}
+
+
+@pytest.fixture
 def intruder(client, other_tenant):
     """client, signed in as the other tenant's owner; a CSRF token of its session."""
     user_service.create_user(
