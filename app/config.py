@@ -34,6 +34,25 @@ MAX_ACTIVE_KEYS_PER_TENANT = 100
 MAX_USERS_PER_TENANT = 20
 MAX_CONTACTS_PER_CAMPAIGN = 10000
 MAX_CAMPAIGNS_PER_TENANT = 50  # running or paused
+MAX_WHATSAPP_ACCOUNTS_PER_TENANT = 5
+
+# The key that encrypts the provider secrets stored for tenants (a WhatsApp Business
+# account's access token and app secret): a Fernet key, as printed by
+# `python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"`.
+# Several keys separated by commas rotate it: the first encrypts, every one decrypts. Unset:
+# linking a WhatsApp Business account answers 503 not_configured. make run generates one.
+SECRETS_KEY = None
+
+# Meta's Graph API, where WhatsApp Business accounts' numbers, call permissions and messages
+# are read and sent (an operator's setting: tests point it at a stand-in on 127.0.0.1). Each
+# Graph request gets WHATSAPP_GRAPH_CONNECT_TIMEOUT seconds to connect and
+# WHATSAPP_GRAPH_TIMEOUT seconds in all, on the wall clock.
+WHATSAPP_GRAPH_URL = "https://graph.facebook.com/v23.0"
+WHATSAPP_GRAPH_CONNECT_TIMEOUT = 3.0
+WHATSAPP_GRAPH_TIMEOUT = 10.0
+# How many Graph requests one tenant may have under way at once (429 whatsapp_busy beyond),
+# so that a tenant whose requests Meta answers slowly holds up no other tenant's.
+WHATSAPP_GRAPH_TENANT_PLACES = 2
 
 # flask maintenance prune deletes delivery attempts and finished events older than this.
 RETENTION_DAYS = 30

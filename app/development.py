@@ -5,6 +5,7 @@ import secrets
 import socket
 from pathlib import Path
 
+from cryptography.fernet import Fernet
 from flask import Config
 
 RUNTIME_TOKEN = "dev-runtime-token"
@@ -26,6 +27,10 @@ LOG_FORMAT = "text"
 # Flask's secret key, generated for this checkout: it signs dashboard sessions.
 SECRET_KEY = "{secret_key}"
 
+# The key that encrypts stored provider secrets (WhatsApp Business tokens), generated for
+# this checkout. Losing it loses those secrets: accounts must then be linked again.
+SECRETS_KEY = "{secrets_key}"
+
 # The dashboard's session cookie also over http://127.0.0.1 (production keeps it https-only).
 SESSION_COOKIE_SECURE = False
 """
@@ -37,7 +42,11 @@ def write_config(path: Path) -> bool:
     The file holds a secret key: only its owner may read it.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = SETTINGS.format(runtime_token=RUNTIME_TOKEN, secret_key=secrets.token_hex(32))
+    text = SETTINGS.format(
+        runtime_token=RUNTIME_TOKEN,
+        secret_key=secrets.token_hex(32),
+        secrets_key=Fernet.generate_key().decode(),
+    )
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
@@ -49,7 +58,7 @@ def write_config(path: Path) -> bool:
 
 def missing_settings(path: Path) -> list[str]:
     """The settings the demo needs that the config file at path does not set: receivers and
-    functions on 127.0.0.1 over http, and the runtime API."""
+    functions on 127.0.0.1 over http, the runtime API, and the key of stored secrets."""
     config = Config(str(path.parent))
     config.from_pyfile(str(path))
     missing = []
@@ -57,6 +66,8 @@ def missing_settings(path: Path) -> list[str]:
         missing.append("ALLOW_PRIVATE_URLS = True")
     if not config.get("RUNTIME_TOKEN"):
         missing.append("RUNTIME_TOKEN")
+    if not config.get("SECRETS_KEY"):
+        missing.append("SECRETS_KEY")
     return missing
 
 

@@ -26,6 +26,7 @@ CODES_BY_STATUS = {
     429: "rate_limited",
     431: "header_too_large",
     500: "internal_error",
+    502: "bad_gateway",
     503: "service_unavailable",
 }
 
@@ -42,6 +43,7 @@ MESSAGES_BY_STATUS = {
     429: "Rate limit exceeded.",
     431: "A request header is too large.",
     500: "An unexpected error occurred. It has been logged.",
+    502: "A provider the service depends on failed to answer.",
     503: "The service is not available.",
 }
 
@@ -116,6 +118,13 @@ class ValidationFailed(AppError):
 
 class RateLimited(AppError):
     status, code = 429, "rate_limited"
+
+
+class BadGateway(AppError):
+    """A provider the service calls for the client (Meta's Graph API) failed or was out of
+    reach."""
+
+    status, code = 502, "bad_gateway"
 
 
 class ServiceUnavailable(AppError):

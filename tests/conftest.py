@@ -13,11 +13,14 @@ from app import create_app, db, queue
 from app.models import ALL_MODELS
 from app.services import keys as key_service
 from app.services import tenants as tenant_service
+from tests.fake_graph import FakeGraph
 from tests.helpers import ACTOR
 
 TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL", "")
 TEST_REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 RUNTIME_TOKEN = "test-runtime-token"
+# A Fernet key for the stored provider secrets (SECRETS_KEY), fixed for the tests.
+TEST_SECRETS_KEY = "x0cBGGjWc-8YbxzvfW4xUukL7FX1U3xpSBzXcRkQmLY="
 
 
 def pytest_report_header(config):
@@ -81,7 +84,7 @@ def fresh_database_url(template, tmp_path) -> str:
 
 
 @pytest.fixture
-def app_config(database_template, tmp_path):
+def app_config(database_template, tmp_path, graph_server):
     return {
         "TESTING": True,
         "DATABASE_URL": fresh_database_url(database_template, tmp_path),
@@ -90,7 +93,24 @@ def app_config(database_template, tmp_path):
         "RUNTIME_TOKEN": RUNTIME_TOKEN,
         "ALLOW_PRIVATE_URLS": True,
         "SECRET_KEY": "test-secret-key-0123456789abcdef",
+        "SECRETS_KEY": TEST_SECRETS_KEY,
+        # Meta's Graph API: the tests' stand-in on 127.0.0.1, never Meta.
+        "WHATSAPP_GRAPH_URL": graph_server.url,
     }
+
+
+@pytest.fixture(scope="session")
+def graph_server():
+    with FakeGraph() as graph:
+        yield graph
+
+
+@pytest.fixture
+def fake_graph(graph_server):
+    """The Graph API stand-in every app of the tests points at, emptied for this test."""
+    graph_server.reset()
+    yield graph_server
+    graph_server.reset()
 
 
 @pytest.fixture(autouse=True)

@@ -206,14 +206,14 @@ def test_the_definitions_migration_stores_each_definition_once_and_reads_version
                 ),
                 (version, json.dumps(entries, separators=(",", ":"), ensure_ascii=False)),
             )
-        db.upgrade(database)
+        db.migration_router(database).run("020_function_definitions")
         with database.bind_ctx([AgentVersion, FunctionDefinition]):
             assert FunctionDefinition.select().count() == 3
             for version, entries in kept.items():
                 read = AgentVersion.get(agent="agent_1", version=version)
                 assert len(read.function_digests) == len(entries)
                 assert read.functions == entries
-        db.migration_router(database).rollback()  # 020, the latest
+        db.migration_router(database).rollback()  # 020
         rows = database.execute_sql(
             "SELECT version, functions FROM agent_version ORDER BY version"
         ).fetchall()

@@ -21,15 +21,16 @@ def dev_config() -> None:
     if development.write_config(path):
         click.echo(
             f"Wrote the development settings to {shown} (ALLOW_PRIVATE_URLS, RUNTIME_TOKEN, "
-            "LOG_FORMAT, SECRET_KEY, SESSION_COOKIE_SECURE): the server and every flask command "
-            "read them."
+            "LOG_FORMAT, SECRET_KEY, SECRETS_KEY, SESSION_COOKIE_SECURE): the server and every "
+            "flask command read them."
         )
         return
     missing = development.missing_settings(path)
     if missing:
         click.echo(
             f"{shown} exists and is kept as it is, but does not set {' and '.join(missing)}: "
-            "webhooks and functions on 127.0.0.1 or the runtime API will not work until it does.",
+            "webhooks and functions on 127.0.0.1, the runtime API or linking WhatsApp accounts "
+            "will not work until it does.",
             err=True,
         )
 

@@ -10,8 +10,9 @@ from app.models.events import Delivery, DeliveryAttempt, Event, Webhook
 from app.models.fields import JSONField, RotatedSecret, id_field
 from app.models.functions import Function, FunctionInvocation
 from app.models.idempotency import IdempotencyKey
-from app.models.phone_numbers import PhoneNumber
+from app.models.phone_numbers import CallPermission, PhoneNumber
 from app.models.tenants import ApiKey, Tenant, User, UserSession
+from app.models.whatsapp import WhatsAppAccount
 
 # Each table after those it refers to: the order to load them in, the reverse to empty them.
 ALL_MODELS = [
@@ -22,7 +23,9 @@ ALL_MODELS = [
     Agent,
     AgentVersion,
     FunctionDefinition,
+    WhatsAppAccount,
     PhoneNumber,
+    CallPermission,
     Campaign,
     CampaignContact,
     Call,
@@ -45,6 +48,7 @@ __all__ = [
     "ApiKey",
     "AuditEntry",
     "Call",
+    "CallPermission",
     "CallTurn",
     "Campaign",
     "CampaignContact",
@@ -63,5 +67,6 @@ __all__ = [
     "User",
     "UserSession",
     "Webhook",
+    "WhatsAppAccount",
     "id_field",
 ]

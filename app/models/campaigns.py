@@ -38,6 +38,12 @@ class Campaign(BaseModel):
     in_progress_count = pw.IntegerField(default=0)
     completed_count = pw.IntegerField(default=0)
     failed_count = pw.IntegerField(default=0)
+    # On a WhatsApp number: contacts waiting for the user's call permission (no attempt used),
+    # how long they wait before ending no_permission, and whether and how the campaign asks
+    # each of them once ({"requestPermission": true, "text"?, "template"?}; None: it does not).
+    awaiting_permission_count = pw.IntegerField(default=0)
+    permission_wait_hours = pw.IntegerField(default=24)
+    whatsapp = JSONField(null=True)
     created_at = pw.DateTimeField(default=utcnow)
     updated_at = pw.DateTimeField(default=utcnow)
     completed_at = pw.DateTimeField(null=True)
@@ -94,10 +100,14 @@ class CampaignContact(BaseModel):
     seq = pw.IntegerField()  # 1, 2, 3, … in the order the contacts were given
     to_number = pw.CharField(max_length=16)
     variables = JSONField(default=dict)
-    status = pw.CharField(max_length=16, default="pending")
+    status = pw.CharField(max_length=24, default="pending")
     attempts = pw.IntegerField(default=0)  # calls placed for it
     next_attempt_at = pw.DateTimeField(null=True)  # while pending: not placed before then
     last_outcome = pw.CharField(max_length=32, null=True)  # completed, no_answer, busy, …
+    # awaiting_permission since then (ends no_permission after the campaign's wait), and when
+    # the campaign asked the user for permission (once).
+    awaiting_since = pw.DateTimeField(null=True)
+    permission_requested_at = pw.DateTimeField(null=True)
     updated_at = pw.DateTimeField(default=utcnow)
     call_ids: list[str]  # not a column: filled by campaigns.list_contacts
 

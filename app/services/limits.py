@@ -1,7 +1,7 @@
 """Caps per tenant: how many webhooks, agents, functions per agent, active API keys,
-dashboard users and running or paused campaigns one tenant may have (settings; DESIGN.md
-section 15). One tenant's bulk never becomes every tenant's cost: 1,000 webhooks would make
-every event 1,000 deliveries.
+dashboard users, running or paused campaigns and WhatsApp Business accounts one tenant may
+have (settings; DESIGN.md section 15). One tenant's bulk never becomes every tenant's cost:
+1,000 webhooks would make every event 1,000 deliveries.
 
 check() is called by the service that creates the thing, inside its transaction: it takes the
 tenant row's lock first (PostgreSQL: SELECT ... FOR UPDATE; SQLite's IMMEDIATE transaction
@@ -15,7 +15,7 @@ from flask import current_app
 
 from app.db import is_sqlite
 from app.errors import AppError
-from app.models import Agent, ApiKey, Campaign, Function, Tenant, User, Webhook
+from app.models import Agent, ApiKey, Campaign, Function, Tenant, User, Webhook, WhatsAppAccount
 from app.util import utcnow
 
 
@@ -64,6 +64,10 @@ def _campaigns(tenant_id: str, scope: str | None) -> int:
     )
 
 
+def _whatsapp_accounts(tenant_id: str, scope: str | None) -> int:
+    return WhatsAppAccount.select().where(WhatsAppAccount.tenant == tenant_id).count()
+
+
 # Name: (setting, what is counted, how a person reads it).
 CAPS: dict[str, tuple[str, Callable[[str, str | None], int], str]] = {
     "webhooks": ("MAX_WEBHOOKS_PER_TENANT", _webhooks, "webhooks"),
@@ -72,6 +76,11 @@ CAPS: dict[str, tuple[str, Callable[[str, str | None], int], str]] = {
     "apiKeys": ("MAX_ACTIVE_KEYS_PER_TENANT", _api_keys, "active API keys"),
     "users": ("MAX_USERS_PER_TENANT", _users, "dashboard users"),
     "campaigns": ("MAX_CAMPAIGNS_PER_TENANT", _campaigns, "running or paused campaigns"),
+    "whatsappAccounts": (
+        "MAX_WHATSAPP_ACCOUNTS_PER_TENANT",
+        _whatsapp_accounts,
+        "WhatsApp Business accounts",
+    ),
 }
 # Campaigns come with their contacts in one request; the campaign service checks that count.
 MAX_CONTACTS_SETTING = "MAX_CONTACTS_PER_CAMPAIGN"

@@ -8,6 +8,7 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
+from cryptography.fernet import Fernet
 from flask import Config
 from playhouse.db_url import connect
 
@@ -477,6 +478,7 @@ def test_dev_config_writes_the_development_settings_once(app, runner, tmp_path):
     assert written["RUNTIME_TOKEN"] == "dev-runtime-token"
     assert written["LOG_FORMAT"] == "text"
     assert len(written["SECRET_KEY"]) == 64 and written["SECRET_KEY"] != "change-me"
+    Fernet(written["SECRETS_KEY"])  # a usable key for the stored provider secrets
     assert path.stat().st_mode & 0o777 == 0o600  # it holds the secret key
     before = path.read_text()
     again = runner.invoke(args=["dev", "config"])
@@ -492,8 +494,8 @@ def test_dev_config_keeps_a_users_file_and_says_what_it_lacks(app, runner, tmp_p
     assert result.exit_code == 0
     assert result.output.strip() == (
         f"{path} exists and is kept as it is, but does not set ALLOW_PRIVATE_URLS = True and "
-        "RUNTIME_TOKEN: webhooks and functions on 127.0.0.1 or the runtime API will not work "
-        "until it does."
+        "RUNTIME_TOKEN and SECRETS_KEY: webhooks and functions on 127.0.0.1, the runtime API or "
+        "linking WhatsApp accounts will not work until it does."
     )
     assert path.read_text() == 'LOG_LEVEL = "DEBUG"\n'
 

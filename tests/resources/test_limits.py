@@ -42,6 +42,7 @@ def test_the_defaults_are_the_documented_caps(app):
             "apiKeys": 100,
             "users": 20,
             "campaigns": 50,
+            "whatsappAccounts": 5,
         }
     assert app.config["MAX_CONTACTS_PER_CAMPAIGN"] == 10_000
 
