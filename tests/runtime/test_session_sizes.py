@@ -148,3 +148,23 @@ def test_a_dispatch_holds_at_most_8_mib_of_sessions_and_leaves_the_rest_queued(
     second = client.post(DISPATCH, json={"max": 50}, headers=runtime_headers)
     assert [each["call"]["id"] for each in second.json["calls"]] == left
     assert Call.select().where(Call.status == "queued").count() == 0
+
+
+def test_a_queued_call_whose_agent_grew_past_the_size_fails_at_its_claim(
+    client, headers, runtime_headers, tenant, agent_id, did
+):
+    """Checked when placed, and again when claimed: the agent's prompt may grow between."""
+    (too_large, fits) = queue(tenant, 2, variables={"a": "x" * 2000})
+    Call.update(variables={"a": "y"}).where(Call.id == fits).execute()
+    use_prompt(tenant, agent_id, "{{a}}" * 200)  # 400 KB with the first call's value
+    claimed = client.post(DISPATCH, json={"max": 5}, headers=runtime_headers)
+    assert [each["call"]["id"] for each in claimed.json["calls"]] == [fits]
+    call = Call.get_by_id(too_large)
+    assert (call.status, call.hangup_reason, call.hangup_initiator) == (
+        "failed",
+        "session_too_large",
+        "system",
+    )
+    assert (call.reserved_minutes, Tenant.get_by_id(tenant.id).active_calls) == (0, 1)
+    ended = client.get(f"/api/v1/calls/{too_large}", headers=headers).json
+    assert ended["hangupReason"] == "session_too_large"

@@ -105,7 +105,8 @@ class CallSchema(Schema):
         allow_none=True,
         metadata={
             "description": "e.g. normal; no_agent, concurrency_limit or no_credits when it was "
-            "refused; no_answer, busy or voicemail for an unanswered outbound call; canceled."
+            "refused; no_answer, busy or voicemail for an unanswered outbound call; canceled; "
+            "session_too_large when a queued call's agent grew past the session size."
         },
     )
     transcript_summary = fields.String(

@@ -32,6 +32,8 @@ MAX_VARIABLE_LENGTH = 2000
 # A call's session: its prompt and greeting after variables, in UTF-8 bytes. A few
 # placeholders times a long value would otherwise make sessions of megabytes.
 MAX_SESSION_BYTES = 256 * 1024
+# The hangupReason of a queued call whose agent grew past that since (it fails at its claim).
+SESSION_TOO_LARGE = "session_too_large"
 # The sessions of one dispatch answer, as compact JSON: fewer calls than asked when large.
 MAX_DISPATCH_BYTES = 8 * 1024 * 1024
 

@@ -18,7 +18,12 @@ from app.models import Agent, AgentVersion, Call, PhoneNumber, Tenant
 from app.services import audit, billing, campaign_progress, events
 from app.services import tenants as tenant_service
 from app.services.calls import admission, history, lifecycle
-from app.services.calls.constants import MAX_DISPATCH_BYTES, metadata_bytes
+from app.services.calls.constants import (
+    MAX_DISPATCH_BYTES,
+    MAX_SESSION_BYTES,
+    SESSION_TOO_LARGE,
+    metadata_bytes,
+)
 from app.util import new_id, utcnow
 
 # Calls queued per INSERT statement (a campaign queues many at once).
@@ -277,12 +282,23 @@ def _lock_tenants(tenant_ids: set[str]) -> dict[str, list[Any]]:
     return {row[0]: list(row[1:]) for row in rows}
 
 
+def too_large(agent: AgentVersion | None, variables: dict[str, str]) -> bool:
+    """Whether the call's session, filled with its variables, would pass MAX_SESSION_BYTES:
+    checked when it was queued, and again when it is claimed, as its agent may have changed."""
+    if agent is None:
+        return False
+    size = admission.session_bytes(agent.system_prompt, agent.greeting_text, variables)
+    return size > MAX_SESSION_BYTES
+
+
 def dispatch(*, max_calls: int) -> list[admission.StartedCall]:
     """Claim up to max_calls queued calls, oldest first, for a runtime: each is admitted as an
     inbound start is (credit hold, a concurrent-call slot, ringing, call.started) and
     returned with its session. A call whose tenant is at its concurrency limit stays queued;
     one whose tenant has no credit left (or whose agent can no longer answer) fails, as a
-    start would, with no_credits (or no_agent). The sessions handed out are at most
+    start would, with no_credits (or no_agent), and one whose agent's prompt has grown since
+    it was queued so that its session would pass MAX_SESSION_BYTES fails with
+    session_too_large. The sessions handed out are at most
     MAX_DISPATCH_BYTES as compact JSON: a call that would pass it stays queued for the next
     claim (the first is always taken), and smaller ones after it may still be taken.
 
@@ -321,6 +337,8 @@ def dispatch(*, max_calls: int) -> list[admission.StartedCall]:
             held, rejection = admission.decide(
                 agent=agent, balance=balance, reserved=reserved, active=active, limit=limit
             )
+            if rejection is None and too_large(agent, variables):
+                held, rejection = 0, SESSION_TOO_LARGE
             session: dict[str, Any] = {}
             if rejection is None:
                 assert agent is not None  # else it was rejected
