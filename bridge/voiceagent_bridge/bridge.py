@@ -15,17 +15,24 @@ recording URL go into the call's metadata.
 """
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from pipecat.adapters.llm.schemas.function_schema import FunctionSchema
 from pipecat.adapters.llm.schemas.tools_schema import ToolsSchema
-from pipecat.frames.frames import EndFrame, Frame, TTSSpeakFrame
+from pipecat.frames.frames import (
+    EndFrame,
+    Frame,
+    LLMMessagesAppendFrame,
+    LLMRunFrame,
+    TTSSpeakFrame,
+)
 from pipecat.observers.base_observer import BaseObserver
 from pipecat.observers.service_metrics_observer import (
     ServiceMetricsObserver,
@@ -34,7 +41,7 @@ from pipecat.observers.service_metrics_observer import (
 )
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
-from pipecat.processors.aggregators.llm_context import LLMContext
+from pipecat.processors.aggregators.llm_context import LLMContext, LLMContextMessage
 from pipecat.processors.aggregators.llm_response_universal import (
     AssistantTurnStoppedMessage,
     LLMAssistantAggregator,
@@ -109,6 +116,11 @@ class Prices:
     stt_per_minute: float = 0.0
     tts_per_million_characters: float = 0.0
     telephony_per_minute: float = 0.0  # charged per started minute of the call
+    # Speech-to-speech models price audio tokens apart (None: as text tokens).
+    llm_input_audio_per_million_tokens: float | None = None
+    llm_output_audio_per_million_tokens: float | None = None
+    # Meta bills a business-initiated WhatsApp call per started 6-second pulse of its talk.
+    whatsapp_per_pulse: float = 0.0
 
 
 @dataclass
@@ -119,11 +131,15 @@ class Usage:
     completion_tokens: int = 0
     stt_seconds: float = 0.0
     tts_characters: int = 0
+    input_audio_tokens: int = 0  # of prompt_tokens
+    output_audio_tokens: int = 0  # of completion_tokens
 
     def add(self, record: ServiceUsageRecord) -> None:
         if record.kind == ServiceUsageKind.LLM:
             self.prompt_tokens += record.prompt_tokens or 0
             self.completion_tokens += record.completion_tokens or 0
+            self.input_audio_tokens += record.input_audio_tokens or 0
+            self.output_audio_tokens += record.output_audio_tokens or 0
         elif record.kind == ServiceUsageKind.STT:
             self.stt_seconds += record.audio_seconds or 0.0
         elif record.kind == ServiceUsageKind.TTS:
@@ -131,20 +147,43 @@ class Usage:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "llm": {"promptTokens": self.prompt_tokens, "completionTokens": self.completion_tokens},
+            "llm": {
+                "promptTokens": self.prompt_tokens,
+                "completionTokens": self.completion_tokens,
+                "inputAudioTokens": self.input_audio_tokens,
+                "outputAudioTokens": self.output_audio_tokens,
+            },
             "stt": {"audioSeconds": round(self.stt_seconds, 1)},
             "tts": {"characters": self.tts_characters},
         }
 
-    def cost(self, prices: Prices, duration_seconds: float) -> CostBreakdown:
+    def llm_cost(self, prices: Prices) -> float:
+        """The LLM's tokens at their prices: audio tokens at the audio prices where given."""
+        audio_in = prices.llm_input_audio_per_million_tokens
+        audio_out = prices.llm_output_audio_per_million_tokens
+        text_in = self.prompt_tokens - (self.input_audio_tokens if audio_in is not None else 0)
+        text_out = self.completion_tokens - (
+            self.output_audio_tokens if audio_out is not None else 0
+        )
+        return (
+            text_in * prices.llm_input_per_million_tokens
+            + text_out * prices.llm_output_per_million_tokens
+            + self.input_audio_tokens * (audio_in or 0.0)
+            + self.output_audio_tokens * (audio_out or 0.0)
+        ) / 1e6
+
+    def cost(
+        self, prices: Prices, duration_seconds: float, telephony: float | None = None
+    ) -> CostBreakdown:
+        """The breakdown of these usages at prices; telephony, when given, is the call's
+        telephony cost (else the started minutes of duration_seconds at their price)."""
+        if telephony is None:
+            telephony = math.ceil(duration_seconds / 60) * prices.telephony_per_minute
         return CostBreakdown(
-            llm=round(
-                self.prompt_tokens * prices.llm_input_per_million_tokens / 1e6
-                + self.completion_tokens * prices.llm_output_per_million_tokens / 1e6
-            ),
+            llm=round(self.llm_cost(prices)),
             stt=round(self.stt_seconds / 60 * prices.stt_per_minute),
             tts=round(self.tts_characters * prices.tts_per_million_characters / 1e6),
-            telephony=round(math.ceil(duration_seconds / 60) * prices.telephony_per_minute),
+            telephony=round(telephony),
         )
 
 
@@ -365,6 +404,45 @@ class VoiceServices:
     user_params: LLMUserAggregatorParams | None = None
 
 
+@dataclass
+class RealtimeServices:
+    """A speech-to-speech service (Gemini Live, say) that hears the caller and speaks itself.
+
+    Built with the session's system prompt as its system instruction and the session's
+    functions as its tools (`session_tools`): the bridge's context then carries neither, so
+    the service's session starts as it was built. The caller's and the agent's turns come
+    from the service's own transcriptions.
+    """
+
+    llm: LLMService[Any]
+    user_params: LLMUserAggregatorParams | None = None
+
+
+def session_tools(session: Session) -> ToolsSchema | None:
+    """The agent's functions as the LLM is told of them (None when it has none)."""
+    if not session.functions:
+        return None
+    return ToolsSchema(
+        standard_tools=[
+            FunctionSchema(
+                name=spec.name,
+                description=spec.description,
+                properties=dict(spec.parameters.get("properties") or {}),
+                required=list(spec.parameters.get("required") or []),
+            )
+            for spec in session.functions
+        ]
+    )
+
+
+def say_exactly(text: str) -> LLMContextMessage:
+    """The message that has a speech-to-speech model say text, and nothing else."""
+    return cast(
+        LLMContextMessage,
+        {"role": "user", "content": f'Say exactly this, word for word, and nothing else: "{text}"'},
+    )
+
+
 class CallBridge:
     """One call of the service's agent in a Pipecat pipeline.
 
@@ -407,6 +485,8 @@ class CallBridge:
         self.hangup: tuple[str, str] | None = None  # (reason, initiator), the first one set
         self._limit_task: asyncio.Task[None] | None = None
         self._cut_off_task: asyncio.Task[None] | None = None
+        self.realtime = False  # a speech-to-speech service speaks: no TTS to give text to
+        self._agent_spoke = asyncio.Event()
 
     # -- configuration --------------------------------------------------------------------------
 
@@ -425,19 +505,7 @@ class CallBridge:
 
     def tools(self) -> ToolsSchema | None:
         """The agent's functions as the LLM is told of them (None when it has none)."""
-        if not self.session.functions:
-            return None
-        return ToolsSchema(
-            standard_tools=[
-                FunctionSchema(
-                    name=spec.name,
-                    description=spec.description,
-                    properties=dict(spec.parameters.get("properties") or {}),
-                    required=list(spec.parameters.get("required") or []),
-                )
-                for spec in self.session.functions
-            ]
-        )
+        return session_tools(self.session)
 
     def context(self) -> LLMContext:
         """A fresh LLM context with the agent's functions as its tools."""
@@ -481,23 +549,42 @@ class CallBridge:
         @assistant_aggregator.event_handler("on_assistant_turn_stopped")
         async def on_agent_turn(_aggregator: Any, message: AssistantTurnStoppedMessage) -> None:
             self._add_turn("agent", message.content, message.timestamp)
+            self._agent_spoke.set()
 
     def build_worker(
         self,
         transport: BaseTransport,
-        services: VoiceServices,
+        services: VoiceServices | RealtimeServices,
         *,
         params: PipelineParams | None = None,
         idle_timeout_secs: float | None = None,
     ) -> PipelineWorker:
         """The usual voice pipeline (transport in, STT, user turns, LLM, TTS, transport out,
-        agent turns) as a worker, with this call's functions, transcript and metrics."""
+        agent turns) as a worker, with this call's functions, transcript and metrics; with
+        a speech-to-speech service, that service in place of STT, LLM and TTS."""
         self.register_functions(services.llm)
-        user_aggregator, assistant_aggregator = LLMContextAggregatorPair(
-            self.context(), user_params=services.user_params or LLMUserAggregatorParams()
-        )
-        pipeline = Pipeline(
-            [
+        processors: list[FrameProcessor]
+        if isinstance(services, RealtimeServices):
+            self.realtime = True
+            # The service was built with the prompt and the tools; the greeting is the
+            # context's first message, said when the caller is connected (answered()).
+            greeting = self.session.greeting_text
+            context = LLMContext(messages=[say_exactly(greeting)] if greeting else None)
+            user_aggregator, assistant_aggregator = LLMContextAggregatorPair(
+                context, user_params=services.user_params or LLMUserAggregatorParams()
+            )
+            processors = [
+                transport.input(),
+                user_aggregator,
+                services.llm,
+                transport.output(),
+                assistant_aggregator,
+            ]
+        else:
+            user_aggregator, assistant_aggregator = LLMContextAggregatorPair(
+                self.context(), user_params=services.user_params or LLMUserAggregatorParams()
+            )
+            processors = [
                 transport.input(),
                 services.stt,
                 user_aggregator,
@@ -506,7 +593,7 @@ class CallBridge:
                 transport.output(),
                 assistant_aggregator,
             ]
-        )
+        pipeline = Pipeline(processors)
         worker = PipelineWorker(
             pipeline,
             params=params or PipelineParams(enable_metrics=True, enable_usage_metrics=True),
@@ -525,7 +612,10 @@ class CallBridge:
         self.answered_wall = datetime.now(UTC)
         self.reporter.answered(self.answered_wall)
         self.reporter.start()
-        if self.session.greeting_text and self.worker is not None:
+        if self.realtime and self.worker is not None:
+            # The speech-to-speech service answers its context: the greeting first.
+            await self.worker.queue_frame(LLMRunFrame())
+        elif self.session.greeting_text and self.worker is not None:
             await self.worker.queue_frame(TTSSpeakFrame(self.session.greeting_text))
         self._limit_task = asyncio.create_task(self._end_at_limit(), name=f"limit {self.call.id}")
 
@@ -542,12 +632,23 @@ class CallBridge:
         self._mark_end(reason, initiator)
         if self.worker is None:
             return
+        self._cut_off_task = asyncio.create_task(self._cut_off(), name=f"cut off {self.call.id}")
+        if self.realtime:
+            # The service says the goodbye as a turn of its own: the end waits for it.
+            if self.options.goodbye_text:
+                self._agent_spoke.clear()
+                await self.worker.queue_frame(
+                    LLMMessagesAppendFrame([say_exactly(self.options.goodbye_text)], run_llm=True)
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._agent_spoke.wait(), HANGUP_GRACE_S)
+            await self.worker.queue_frame(EndFrame())
+            return
         frames: list[Frame] = []
         if self.options.goodbye_text:
             frames.append(TTSSpeakFrame(self.options.goodbye_text))
         frames.append(EndFrame())
         await self.worker.queue_frames(frames)
-        self._cut_off_task = asyncio.create_task(self._cut_off(), name=f"cut off {self.call.id}")
 
     async def _cut_off(self) -> None:
         """End the pipeline if the goodbye and the end are still under way after the grace."""
@@ -614,10 +715,21 @@ class CallBridge:
         await params.result_callback(outcome.for_llm())
 
     async def finish(
-        self, *, recording_url: str | None = None, metadata: dict[str, Any] | None = None
+        self,
+        *,
+        recording_url: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        talk_time_seconds: float | None = None,
+        telephony_cost: float | None = None,
+        status: EndStatus | None = None,
     ) -> bool:
         """After the pipeline ended: report the end (talk time, cost) and the summary, and
-        wait until the reports went out or were given up; whether they all went out."""
+        wait until the reports went out or were given up; whether they all went out.
+
+        talk_time_seconds, when the provider told it, is the call's talk time (else the time
+        since answered()); telephony_cost, when given, is its telephony cost (else the
+        started minutes at Prices' telephony_per_minute); status, when given, the end's
+        status (else ended once answered, failed before)."""
         for task in (self._limit_task, self._cut_off_task):
             if task is not None:
                 task.cancel()
@@ -626,19 +738,21 @@ class CallBridge:
         reason, initiator = self.hangup
         duration = self.ended_mono - self.started
         talk = self.ended_mono - self.answered_mono if self.answered_mono is not None else 0.0
+        if talk_time_seconds is not None and self.answered_mono is not None:
+            talk = talk_time_seconds
         prices = self.options.prices
         summary = None
         if self.turns:
             summarize = self.options.summarize
             summary = await summarize(self.turns) if summarize else transcript_text(self.turns)
         end = EndReport(
-            status="ended" if self.answered_mono is not None else "failed",
+            status=status or ("ended" if self.answered_mono is not None else "failed"),
             duration_seconds=whole_seconds(duration),
             talk_time_seconds=min(whole_seconds(talk), whole_seconds(duration)),
             hangup_reason=reason,
             hangup_initiator=initiator,
             ended_at=self.ended_wall,
-            cost_breakdown=self.usage.cost(prices, duration) if prices else None,
+            cost_breakdown=self.usage.cost(prices, duration, telephony_cost) if prices else None,
             recording_url=recording_url,
             metadata={"usage": self.usage.to_json(), **(metadata or {})},
         )

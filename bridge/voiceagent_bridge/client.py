@@ -347,6 +347,29 @@ class DispatchedCall:
 
 
 @dataclass(frozen=True)
+class WhatsAppNumber:
+    """One of the tenants' WhatsApp Business numbers, as a runtime serves it: Meta's id of
+    the number, its displayNumber (the did of its calls), and the account's access token
+    and app secret with the Graph API's base URL. The secrets never show in its repr."""
+
+    phone_number_id: str
+    display_number: str
+    access_token: str = field(repr=False)
+    app_secret: str = field(repr=False)
+    graph_url: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
+        return cls(
+            phone_number_id=str(data["phoneNumberId"]),
+            display_number=str(data["displayNumber"]),
+            access_token=str(data["accessToken"]),
+            app_secret=str(data["appSecret"]),
+            graph_url=str(data["graphUrl"]).rstrip("/"),
+        )
+
+
+@dataclass(frozen=True)
 class FunctionError:
     code: str
     message: str
@@ -590,6 +613,22 @@ class RuntimeClient:
             for each in data.get("calls") or ()
         ]
 
+    async def whatsapp_number(self, phone_number_id: str) -> WhatsAppNumber:
+        """The WhatsApp number of Meta's id phone_number_id with its account's secrets (GET
+        /whatsapp/numbers/:id); NotFound when it is unknown or inactive."""
+        _, data = await self._request(
+            "GET", f"internal/v1/whatsapp/numbers/{phone_number_id}", None, idempotent=True
+        )
+        return WhatsAppNumber.from_json(data)
+
+    async def whatsapp_events(self, values: Sequence[Mapping[str, Any]]) -> None:
+        """Hand the service the value objects of Meta's messages webhooks (call permission
+        replies among them). Repeated when no answer came: a reply told twice is the same
+        reply."""
+        await self._post(
+            "internal/v1/whatsapp/events", {"values": [dict(v) for v in values]}, idempotent=True
+        )
+
     async def _post(
         self,
         path: str,
@@ -598,7 +637,19 @@ class RuntimeClient:
         idempotent: bool,
         timeout_s: float | None = None,
     ) -> tuple[int, dict[str, Any]]:
-        """POST body as JSON; the status and JSON body of a 2xx answer, else the exception.
+        return await self._request("POST", path, body, idempotent=idempotent, timeout_s=timeout_s)
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None,
+        *,
+        idempotent: bool,
+        timeout_s: float | None = None,
+    ) -> tuple[int, dict[str, Any]]:
+        """Send body (JSON, for a POST); the status and JSON body of a 2xx answer, else the
+        exception.
 
         A request that never left is sent again, up to the retry policy's attempts, within
         its time budget; one that was sent is sent again only when idempotent (each repeat
@@ -611,7 +662,7 @@ class RuntimeClient:
             attempt += 1
             timeout = budget if idempotent else deadline - time.monotonic()
             try:
-                return await self._send(path, body, timeout)
+                return await self._send(method, path, body, timeout)
             except ServiceUnavailable as exc:
                 never_sent = isinstance(exc.__cause__, NEVER_SENT)
                 pause = self.retry.delay(attempt)
@@ -625,13 +676,13 @@ class RuntimeClient:
                 await asyncio.sleep(pause)
 
     async def _send(
-        self, path: str, body: Mapping[str, Any], timeout_s: float
+        self, method: str, path: str, body: Mapping[str, Any] | None, timeout_s: float
     ) -> tuple[int, dict[str, Any]]:
         timeout = aiohttp.ClientTimeout(
             total=max(timeout_s, 0.01), connect=min(self.connect_timeout_s, max(timeout_s, 0.01))
         )
         try:
-            async with self._http().post(path, json=body, timeout=timeout) as response:
+            async with self._http().request(method, path, json=body, timeout=timeout) as response:
                 text = await response.text()
                 status = response.status
         except (aiohttp.ClientError, TimeoutError) as exc:
