@@ -389,6 +389,8 @@ class Handoff:
         import redis.asyncio
 
         self.redis = redis.asyncio.Redis.from_url(redis_url)
+        # Pub/sub channels are the server's, not a database's: the database is in their names.
+        self.prefix = f"{self.PREFIX}{self.redis.connection_pool.connection_kwargs.get('db', 0)}:"
         self.pubsub = self.redis.pubsub()
         self.node = uuid.uuid4().hex
         self._task: asyncio.Task[None] | None = None
@@ -396,11 +398,11 @@ class Handoff:
         self._on_new: Callable[[Event], Awaitable[None]] | None = None
 
     def channel(self, key: str) -> str:
-        return f"{self.PREFIX}call:{key}"
+        return f"{self.prefix}call:{key}"
 
     @property
     def new_calls(self) -> str:
-        return f"{self.PREFIX}new"
+        return f"{self.prefix}new"
 
     async def start(
         self,
@@ -447,7 +449,7 @@ class Handoff:
                 channel = message["channel"]
                 channel = channel.decode() if isinstance(channel, bytes) else channel
                 if channel == self.new_calls:
-                    claim = f"{self.PREFIX}claim:{event.call_id}"
+                    claim = f"{self.prefix}claim:{event.call_id}"
                     if await self.redis.set(claim, self.node, nx=True, ex=300):
                         assert self._on_new is not None
                         await self._on_new(event)
@@ -503,7 +505,9 @@ class WhatsAppLine:
     services makes each call's speech and language services; options are the bridge's;
     ice_servers are the STUN/TURN servers of its WebRTC connections (none: host candidates
     only); no_answer_s is how long a business-initiated call rings before it is given up;
-    handoff, when given, shares the calls with the other processes behind the webhook.
+    handoff, when given, shares the calls with the other processes behind the webhook;
+    outbound_numbers are Meta's ids of the numbers it places business-initiated calls from;
+    run_call runs a call once answered (default `converse`: its pipeline to the end).
     """
 
     def __init__(
@@ -519,6 +523,7 @@ class WhatsAppLine:
         graph: GraphAPI | None = None,
         max_calls: int = 20,
         outbound_numbers: Sequence[str] = (),
+        run_call: "Callable[[WhatsAppLine, WhatsAppCall], Awaitable[None]] | None" = None,
     ) -> None:
         self.client = client
         self.services = services
@@ -530,6 +535,7 @@ class WhatsAppLine:
         self.graph = graph or GraphAPI()
         self.max_calls = max_calls
         self.outbound_numbers = list(outbound_numbers)
+        self.run_call = run_call or WhatsAppLine.converse
         self.directory = NumberDirectory(client)
         self.features = ServiceFeatures()
         self.calls: dict[str, WhatsAppCall] = {}  # by Meta's id and by the service's id
@@ -750,7 +756,7 @@ class WhatsAppLine:
             bridge.end_now("runtime_error", initiator="system")
             await self._release(held)  # its pipeline never ran
             return
-        await self._converse(held)
+        await self.run_call(self, held)
 
     # -- a business-initiated call --------------------------------------------------------------
 
@@ -822,7 +828,7 @@ class WhatsAppLine:
                 self._build(held)
                 if held.accepted:
                     await bridge.answered()
-                await self._converse(held)
+                await self.run_call(self, held)
             else:
                 await self._release(held)
         finally:
@@ -883,7 +889,7 @@ class WhatsAppLine:
             await bridge.caller_hung_up()
             await self._stop_call(held)
 
-    async def _converse(self, held: WhatsAppCall) -> None:
+    async def converse(self, held: WhatsAppCall) -> None:
         """Run the call's pipeline until it ends, then end the call everywhere."""
         assert held.worker is not None
         try:

@@ -27,6 +27,7 @@ EVENTS = ["call.started", "call.answered", "call.transcript", "call.ended", "fun
 FUNCTION_SECRET = "bridge-function-secret"
 TWILIO_BOT = ROOT / "bridge" / "bots" / "twilio"
 WEBRTC_BOT = ROOT / "bridge" / "bots" / "webrtc"
+WHATSAPP_BOT = ROOT / "bridge" / "bots" / "whatsapp"
 
 
 def wait_for_port(port: int, timeout: float, what: str, logs=lambda: "") -> None:
@@ -113,6 +114,22 @@ class BrowserBot(BotProcess):
 
     def __init__(self, log_dir: Path, service_url: str, **settings) -> None:
         super().__init__(log_dir, SERVICE_URL=service_url, **settings)
+
+
+class WhatsAppBot(BotProcess):
+    """The WhatsApp bot (bridge/bots/whatsapp/server.py), its media on 127.0.0.1 only, with
+    the scripted Gemini Live."""
+
+    folder = WHATSAPP_BOT
+
+    def __init__(self, log_dir: Path, service_url: str, **settings) -> None:
+        super().__init__(
+            log_dir,
+            SERVICE_URL=service_url,
+            BOT_SERVICES="tests.bridge.gemini:services",
+            BOT_MEDIA_ADDRESSES="127.0.0.1",
+            **settings,
+        )
 
 
 @dataclass
