@@ -487,6 +487,7 @@ class CallBridge:
         self._cut_off_task: asyncio.Task[None] | None = None
         self.realtime = False  # a speech-to-speech service speaks: no TTS to give text to
         self._agent_spoke = asyncio.Event()
+        self._user_aggregator: LLMUserAggregator | None = None
 
     # -- configuration --------------------------------------------------------------------------
 
@@ -541,6 +542,7 @@ class CallBridge:
     ) -> None:
         """Take the transcript from the aggregators, and the worker to speak and hang up."""
         self.worker = worker
+        self._user_aggregator = user_aggregator
 
         @user_aggregator.event_handler("on_user_turn_message_added")
         async def on_user_turn(_aggregator: Any, message: UserTurnMessageAddedMessage) -> None:
@@ -637,7 +639,10 @@ class CallBridge:
             # The service says the goodbye as a turn of its own: the end waits for it.
             if self.options.goodbye_text:
                 self._agent_spoke.clear()
-                await self.worker.queue_frame(
+                # Appended right before the service, which takes it in; the assistant's
+                # aggregator then asks the service to answer it.
+                assert self._user_aggregator is not None
+                await self._user_aggregator.push_frame(
                     LLMMessagesAppendFrame([say_exactly(self.options.goodbye_text)], run_llm=True)
                 )
                 with contextlib.suppress(TimeoutError):

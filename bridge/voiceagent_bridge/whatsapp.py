@@ -886,7 +886,10 @@ class WhatsAppLine:
 
         @transport.event_handler("on_client_disconnected")
         async def on_disconnected(_transport: Any, _client: Any) -> None:
-            await bridge.caller_hung_up()
+            if held.direction == "outbound" and not held.accepted:
+                bridge.end_now("no_answer", initiator="callee")
+            else:
+                await bridge.caller_hung_up()
             await self._stop_call(held)
 
     async def converse(self, held: WhatsAppCall) -> None:

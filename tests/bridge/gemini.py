@@ -85,6 +85,7 @@ class ScriptedSession:
         self.speaking = False
         self.quiet_ms = 0.0
         self.closed = False
+        self.pending: list[str] = []
 
     @property
     def instruction(self) -> str:
@@ -155,15 +156,16 @@ class ScriptedSession:
             self.answer(f"You said: {line}")
 
     async def send_client_content(self, *, turns: Any = None, turn_complete: bool = True) -> None:
-        if not turn_complete:
-            return
-        texts = []
+        texts, self.pending = self.pending, []
         for turn in turns or ():
             parts = turn.parts if isinstance(turn, types.Content) else turn.get("parts", [])
             for part in parts or ():
                 text = part.text if isinstance(part, types.Part) else part.get("text")
                 if text:
                     texts.append(text)
+        if not turn_complete:
+            self.pending = texts  # content taken in, answered when the turn completes
+            return
         said = SAY_EXACTLY.search(texts[-1]) if texts else None
         if said:
             self.answer(said.group(1))

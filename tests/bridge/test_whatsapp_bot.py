@@ -349,13 +349,11 @@ def test_business_initiated_calls_accepted_declined_unanswered_and_without_permi
         await plan.user.connected()
         await plan.user.hear(since=0)  # the greeting, once accepted
         await stage.meta.terminate(
-            plan.call_id, plan.user, duration=7, direction="BUSINESS_INITIATED",
+            plan.call_id, plan.user, duration=1, direction="BUSINESS_INITIATED",
             opaque=plan.opaque, bot=1,
         )  # fmt: skip
         await asyncio.sleep(0.5)
-        for each in stage.meta.outbound.values():
-            if each.user is not None:
-                await each.user.hang_up()
+        await plan.user.hang_up()
 
     stage.run(accepted_conversation())
 
@@ -365,6 +363,13 @@ def test_business_initiated_calls_accepted_declined_unanswered_and_without_permi
 
     for digits, call_id in ids.items():
         wait_until(lambda call_id=call_id: ended(call_id), 20, f"{digits}: not ended", stage)
+
+    async def hang_up_the_others():
+        for each in stage.meta.outbound.values():
+            if each.user is not None:
+                await each.user.hang_up()
+
+    stage.run(hang_up_the_others())
     calls = {
         digits: call_detail(stage.service.base_url, stage.line, call_id)
         for digits, call_id in ids.items()
@@ -375,8 +380,8 @@ def test_business_initiated_calls_accepted_declined_unanswered_and_without_permi
         "normal",
         "outbound",
     ), stage.logs()
-    assert accepted["talkTimeSeconds"] == 7
-    assert accepted["costBreakdown"]["telephony"] == math.ceil(7 / 6) * 7
+    assert accepted["talkTimeSeconds"] == 1  # Meta's duration
+    assert accepted["costBreakdown"]["telephony"] == math.ceil(1 / 6) * PRICES["whatsapp_per_pulse"]
     connect = next(
         r
         for r in stage.meta.requests
