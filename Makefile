@@ -28,7 +28,7 @@ $(BIN)/.installed: pyproject.toml
 # The service with its development tools, and the voice runtime (bridge/, a distribution of
 # its own) whose tests run in the same suite.
 $(BIN)/.installed-dev: $(BIN)/.installed bridge/pyproject.toml
-	$(BIN)/pip install --quiet -e '.[dev]' -e ./bridge
+	$(BIN)/pip install --quiet -e '.[dev]' -e './bridge[handoff]'
 	touch $@
 
 install: $(BIN)/.installed
@@ -51,6 +51,7 @@ lint: install-dev
 	$(BIN)/mypy app bridge/voiceagent_bridge bridge/bots/twilio
 	@# Each bot is a folder of scripts with the same module names (bot, server): one run each.
 	$(BIN)/mypy bridge/bots/webrtc
+	$(BIN)/mypy bridge/bots/whatsapp
 	@# Imports run one way, with no circle, and never into the bridge: pyproject.toml's contracts.
 	$(BIN)/lint-imports --no-cache
 	@# The docs site must build without a warning (broken links and anchors included).

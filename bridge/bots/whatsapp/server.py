@@ -16,6 +16,7 @@ the environment, or from a .env file beside this one (env.example lists them).
 import argparse
 import asyncio
 import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -181,6 +182,8 @@ def main() -> None:
     logger.remove()
     logger.add(sys.stderr, level=level)
     settings = BotSettings.from_env()
+    if settings.redis_url and importlib.util.find_spec("redis") is None:
+        raise SystemExit("BOT_REDIS_URL needs redis-py: pip install './bridge[handoff]'")
     if settings.media_addresses:
         gather_candidates_on(settings.media_addresses)
     # Uvicorn's own stop waits for open requests; the calls are waited for in the lifespan.
