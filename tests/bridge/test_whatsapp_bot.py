@@ -14,6 +14,8 @@ import hashlib
 import hmac
 import json
 import math
+import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -434,3 +436,38 @@ def test_messages_are_handed_to_the_service_and_the_subscription_check_answered(
         timeout=10,
     )
     assert wrong.status_code == 403
+
+
+def test_a_stopping_bot_takes_no_new_call_and_exits_once_its_call_has_ended(stage):
+    """Last: it stops the first bot. Its call goes on after SIGTERM; Meta's terminate, sent to
+    the other bot, is handed to it over Redis; then it exits."""
+    holder = stage.bots[0]
+    user = WhatsAppUser(USER)
+
+    async def call_in() -> str:
+        call_id, status = await stage.meta.call_in(user)
+        assert status == 200
+        await user.connected()
+        await user.hear(since=0)  # the greeting
+        return call_id
+
+    call_id = stage.run(call_in())
+    holder.process.send_signal(signal.SIGTERM)
+    time.sleep(2.0)
+    assert holder.process.poll() is None, holder.logs()  # still up: its call goes on
+
+    async def hang_up() -> None:
+        assert await stage.meta.terminate(call_id, user, duration=2, bot=1) == 200
+        await asyncio.sleep(0.5)
+        await user.hang_up()
+
+    stage.run(hang_up())
+    # Uvicorn ends by raising the signal it caught again, once it has shut down.
+    assert holder.process.wait(timeout=20) in (0, -signal.SIGTERM), holder.logs()
+    assert "Application shutdown complete" in holder.logs()
+    call = the_call(stage, stage.line, call_id)
+    assert (call["status"], call["hangupReason"], call["talkTimeSeconds"]) == (
+        "ended",
+        "normal",
+        2,
+    )
