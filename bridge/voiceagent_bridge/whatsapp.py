@@ -643,8 +643,8 @@ class WhatsAppLine:
         ):
             if await self._relay(event):
                 return  # Meta repeated a connect whose call another process holds
-            if self.taking:
-                await self._take(number, event)
+            if self.taking:  # the call runs on: the webhook's other events go on meanwhile
+                self._spawn(self._take(number, event), f"whatsapp call {event.call_id}")
             elif self.handoff is not None and await self.handoff.offer_new(event):
                 log.info("call %s handed to a live process", event.call_id)
             else:
@@ -749,8 +749,8 @@ class WhatsAppLine:
             # The pipeline starts before the accept, so that audio flows from the start.
             self._build(held)
             await self.graph.accept(number, event.call_id, sdp)
-        except GraphError as exc:
-            log.error("call %s: Graph refused its answer: %s", event.call_id, exc)
+        except Exception as exc:  # Graph refused it, or its pipeline could not be built
+            log.error("call %s: not accepted: %s", event.call_id, exc)
             await self._graph_quietly(self.graph.terminate(number, event.call_id))
             held.terminated = True
             bridge.end_now("runtime_error", initiator="system")
@@ -806,8 +806,13 @@ class WhatsAppLine:
             await connection.pc.setLocalDescription(await connection.pc.createOffer())
             offer = whatsapp_sdp(connection.pc.localDescription.sdp)
             held.meta_call_id = await self.graph.connect(number, user, offer, call.id)
-        except GraphError as exc:
-            reason = "no_call_permission" if exc.code == NO_CALL_PERMISSION else "provider_error"
+        except Exception as exc:
+            if isinstance(exc, GraphError):
+                reason = (
+                    "no_call_permission" if exc.code == NO_CALL_PERMISSION else "provider_error"
+                )
+            else:
+                reason = "runtime_error"
             log.info("call %s not placed: %s", call.id, exc)
             bridge.end_now(reason, initiator="system")
             await self._release(held)
@@ -822,10 +827,16 @@ class WhatsAppLine:
             await asyncio.wait({answer, waiting}, return_when=asyncio.FIRST_COMPLETED)
             waiting.cancel()
             if held.sdp_answer.done() and not held.over.is_set():
-                await connection.pc.setRemoteDescription(
-                    _description(held.sdp_answer.result(), "answer")
-                )
-                self._build(held)
+                try:
+                    await connection.pc.setRemoteDescription(
+                        _description(held.sdp_answer.result(), "answer")
+                    )
+                    self._build(held)
+                except Exception:
+                    log.exception("call %s: Meta's answer could not be taken", call.id)
+                    bridge.end_now("runtime_error", initiator="system")
+                    await self._release(held)
+                    return
                 if held.accepted:
                     await bridge.answered()
                 await self.run_call(self, held)
