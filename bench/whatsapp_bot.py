@@ -1,0 +1,197 @@
+"""WhatsApp bot: N WhatsApp users calling one bot process at once, and what each call costs it.
+
+The bot (bridge/bots/whatsapp/server.py, its own process) answers each user's call as it
+answers Meta's: the webhook, the call started with the service (gunicorn, Redis), the WebRTC
+answer, Graph's pre_accept and accept (a fake Graph API on 127.0.0.1), and the call's Pipecat
+pipeline with Gemini Live, whose client is the tests' scripted stand-in (tests/bridge/gemini.py:
+it answers 200 ms after the caller stops, at once, with a tone). The users are aiortc peers in
+this process sending Opus over 127.0.0.1. Each user speaks TURNS times; the added audio latency
+is the time from the end of their speech to the first loud audio they hear, less the stand-in's
+own 200 ms: WebRTC in, the pipeline, Gemini's session, the pipeline out, WebRTC out. The bot's
+CPU (from /proc, user and system time) and resident memory are read while the calls are on,
+against the bot idle before them.
+"""
+
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _harness import (
+    ROOT,
+    RUNTIME_TOKEN,
+    free_port,
+    fresh_redis,
+    gunicorn,
+    percentile,
+    print_table,
+    service_env,
+    temp_sqlite_url,
+)
+from seed import seed_tenant
+
+CALLS = int(os.environ.get("CALLS", 8))
+TURNS = int(os.environ.get("TURNS", 5))
+DID = "+6221000001"
+MODEL_PAUSE_S = 0.2  # the scripted Gemini answers this long after the caller stops
+TICKS = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def seed(database_url: str) -> None:
+    from app import create_app, db
+    from app.services import billing
+    from app.services import tenants as tenant_service
+    from app.services.audit import Actor
+
+    app = create_app({"DATABASE_URL": database_url, "REDIS_URL": None, "QUEUE_MODE": "inline"})
+    with app.app_context():
+        db.upgrade()
+        seeded = seed_tenant(name="bench", calls=0, agents=1, number=DID)
+        tenant = tenant_service.find_tenant(seeded.tenant_id)
+        billing.grant(actor=Actor.system(), tenant=tenant, minutes=10**6)
+        db.close_all()
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+
+
+def rss_mb(pid: int) -> float:
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE / 2**20
+
+
+def user_digits(i: int) -> str:
+    return f"62812{i:08d}"
+
+
+async def measure(service_url: str) -> dict:
+    import aioice.ice
+
+    from tests.bridge.meta import FakeMeta, RuntimeStandIn, WhatsAppUser
+
+    aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: ["127.0.0.1"]
+    standin = await RuntimeStandIn(service_url, RUNTIME_TOKEN).start()
+    meta = await FakeMeta("pn-bench", DID.lstrip("+")).start()
+    standin.numbers["pn-bench"] = {
+        "phoneNumberId": "pn-bench",
+        "displayNumber": DID,
+        "accessToken": "token",
+        "appSecret": "meta-app-secret",
+        "graphUrl": meta.url,
+    }
+    port = free_port()
+    scripts = {f"+{user_digits(i)}": ["Hello."] * TURNS for i in range(CALLS)}
+    log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-whatsapp-{port}.log", "w")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "bridge")]),
+        "SERVICE_URL": standin.url,
+        "RUNTIME_TOKEN": RUNTIME_TOKEN,
+        "WHATSAPP_VERIFY_TOKEN": "bench",
+        "BOT_SERVICES": "tests.bridge.gemini:services",
+        "BOT_MEDIA_ADDRESSES": "127.0.0.1",
+        "SCRIPTED_CALLERS": json.dumps(scripts),
+        "LOG_LEVEL": "WARNING",
+    }
+    bot = subprocess.Popen(
+        [sys.executable, str(ROOT / "bridge" / "bots" / "whatsapp" / "server.py"),
+         "--port", str(port)],
+        cwd=ROOT, env=env, stdout=log, stderr=log,
+    )  # fmt: skip
+    meta.bot_urls = [f"http://127.0.0.1:{port}"]
+    try:
+        for _ in range(300):
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.close()
+                break
+            except OSError:
+                await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)
+        idle_rss = rss_mb(bot.pid)
+        idle_cpu, idle_at = cpu_seconds(bot.pid), time.monotonic()
+        await asyncio.sleep(2.0)
+        idle_share = (cpu_seconds(bot.pid) - idle_cpu) / (time.monotonic() - idle_at)
+
+        latencies: list[float] = []
+        users = [WhatsAppUser(user_digits(i)) for i in range(CALLS)]
+        call_ids: list[str] = []
+
+        async def talk(user: WhatsAppUser) -> None:
+            call_id, status = await meta.call_in(user)
+            if status != 200:
+                raise RuntimeError(f"the bot answered {status}")
+            call_ids.append(call_id)
+            await user.connected(timeout=30)
+            await user.hear(since=0, timeout=30)  # the greeting
+            for _ in range(TURNS):
+                spoke = await user.say(0.4)
+                await user.hear(since=spoke, timeout=30)
+                first = min(at for at in user.heard if at >= spoke)
+                latencies.append(first - spoke - MODEL_PAUSE_S)
+
+        began_cpu, began = cpu_seconds(bot.pid), time.monotonic()
+        rss_peak = idle_rss
+
+        async def sample() -> None:
+            nonlocal rss_peak
+            while True:
+                rss_peak = max(rss_peak, rss_mb(bot.pid))
+                await asyncio.sleep(0.2)
+
+        sampler = asyncio.create_task(sample())
+        await asyncio.gather(*(talk(user) for user in users))
+        busy_share = (cpu_seconds(bot.pid) - began_cpu) / (time.monotonic() - began)
+        sampler.cancel()
+        for call_id, user in zip(call_ids, users, strict=False):
+            await meta.terminate(call_id, user, duration=1)
+        for user in users:
+            await user.hang_up()
+        return {
+            "latencies": latencies,
+            "cpu_per_call": (busy_share - idle_share) / CALLS,
+            "mb_per_call": (rss_peak - idle_rss) / CALLS,
+            "idle_mb": idle_rss,
+        }
+    finally:
+        bot.terminate()
+        try:
+            bot.wait(30)
+        except subprocess.TimeoutExpired:
+            bot.kill()
+        log.close()
+        await meta.stop()
+        await standin.stop()
+
+
+def main() -> None:
+    fresh_redis()
+    database_url = temp_sqlite_url()
+    seed(database_url)
+    env = service_env(database_url)
+    with gunicorn("wsgi:app", env) as port:
+        found = asyncio.run(measure(f"http://127.0.0.1:{port}"))
+    latencies = found["latencies"]
+    print_table(
+        f"WhatsApp bot: {CALLS} users calling one bot process at once, {TURNS} turns each "
+        "(aiortc users over 127.0.0.1, fake Graph API, Gemini Live with a scripted client, "
+        "gunicorn + Redis behind)",
+        ["", "value"],
+        [
+            ["added audio latency, p50", f"{statistics.median(latencies) * 1000:.0f} ms"],
+            ["added audio latency, p99", f"{percentile(latencies, 0.99) * 1000:.0f} ms"],
+            ["bot CPU per call", f"{found['cpu_per_call'] * 100:.1f} % of a core"],
+            ["bot memory per call", f"{found['mb_per_call']:.1f} MiB"],
+            ["bot memory idle", f"{found['idle_mb']:.0f} MiB"],
+        ],
+    )
+
+
+if __name__ == "__main__":
+    main()
