@@ -434,6 +434,9 @@ class Handoff:
 
     async def _listen(self) -> None:
         while True:
+            if not self.pubsub.subscribed:  # a stopping process whose calls have all ended
+                await asyncio.sleep(0.2)
+                continue
             try:
                 message = await self.pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
             except asyncio.CancelledError:

@@ -32,7 +32,7 @@ from pipecat.transports.smallwebrtc.connection import IceServer
 
 from bot import ServicesFactory, run_call
 from voiceagent_bridge.bridge import BridgeOptions, Prices
-from voiceagent_bridge.client import RuntimeClient, ServiceUnavailable
+from voiceagent_bridge.client import RuntimeAPIError, RuntimeClient
 from voiceagent_bridge.webrtc import gather_candidates_on
 from voiceagent_bridge.whatsapp import (
     WEBHOOK_PATH,
@@ -158,8 +158,9 @@ def create_app(settings: BotSettings, factory: ServicesFactory | None = None) ->
         body = await request.body()
         try:
             status = await line.receive(body, request.headers.get("X-Hub-Signature-256"))
-        except ServiceUnavailable:
-            return Response(status_code=503)  # the numbers cannot be checked: Meta repeats
+        except RuntimeAPIError as exc:  # the numbers cannot be checked: Meta repeats
+            logging.getLogger("bots.whatsapp").error("webhook not checked: %s", exc)
+            return Response(status_code=503)
         return Response(status_code=status)
 
     return app
