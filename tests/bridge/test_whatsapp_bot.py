@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import requests
 
 from tests.bridge.meta import (
     ACCESS_TOKEN,
@@ -400,6 +401,14 @@ def test_business_initiated_calls_accepted_declined_unanswered_and_without_permi
     assert stage.meta.actions(plan.call_id) == ["connect", "terminate"]
     refused = calls["6281300000004"]
     assert (refused["status"], refused["hangupReason"]) == ("failed", "no_call_permission")
+    # Every call ended, in the service and in the bots: none held, no task left.
+    for bot in stage.bots:
+        wait_until(lambda bot=bot: held(bot) == {"taking": True, "calls": 0, "tasks": 0}, 10,
+                   f"{bot.url} still holds {held(bot)}", stage)  # fmt: skip
+
+
+def held(bot: WhatsAppBot) -> dict:
+    return requests.get(bot.url + "/healthz", timeout=10).json()
 
 
 def test_messages_are_handed_to_the_service_and_the_subscription_check_answered(stage):
@@ -421,8 +430,6 @@ def test_messages_are_handed_to_the_service_and_the_subscription_check_answered(
     assert stage.run(stage.meta.webhook({"field": "messages", "value": reply})) == 200
     wait_until(lambda: stage.standin.events, 10, "the reply was not handed on", stage)
     assert stage.standin.events == [reply]
-    import requests
-
     url = stage.bots[0].url + "/whatsapp/webhook"
     ok = requests.get(
         url,

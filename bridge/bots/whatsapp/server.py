@@ -5,7 +5,8 @@
 GET /whatsapp/webhook answers Meta's subscription check (WHATSAPP_VERIFY_TOKEN); POST
 /whatsapp/webhook takes Meta's events: each is checked against the app secret of the number it
 names (from the service's runtime API) and answered 200 at once, 401 when its signature is
-wrong. A user's call is started with the service and answered over WebRTC, then run by `bot`
+wrong. GET /healthz says whether the bot takes calls (503 once stopping) and how many it
+holds. A user's call is started with the service and answered over WebRTC, then run by `bot`
 (bot.py) with Gemini Live; with BOT_DISPATCH=1 the bot also places the service's queued
 outbound calls from the numbers of WHATSAPP_PHONE_NUMBER_IDS. With BOT_REDIS_URL several bot
 processes share the one webhook URL: each call's later events reach the process holding it.
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fastapi import FastAPI, Request
-from fastapi.responses import PlainTextResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pipecat.transports.smallwebrtc.connection import IceServer
 
 from bot import ServicesFactory, run_call
@@ -142,6 +143,14 @@ def create_app(settings: BotSettings, factory: ServicesFactory | None = None) ->
             await line.close()
 
     app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/healthz")
+    async def health() -> Response:
+        """For a load balancer: 200 while the bot takes calls, 503 once it is stopping; and
+        how many calls it holds."""
+        assert line is not None
+        body = {"taking": line.taking, "calls": line.active, "tasks": len(line.tasks)}
+        return JSONResponse(body, status_code=200 if line.taking else 503)
 
     @app.get(WEBHOOK_PATH)
     async def verify(request: Request) -> Response:
