@@ -194,6 +194,12 @@ def test_a_users_call_is_answered_runs_a_function_and_is_billed(stage):
         seen["call_id"] = call_id
         assert status == 200
         await user.connected()
+        # Audio flows from the accept on, silence while the agent is quiet (Meta ends a call
+        # without media).
+        deadline = asyncio.get_running_loop().time() + 5
+        while not user.frames:
+            assert asyncio.get_running_loop().time() < deadline, "no audio from the bot"
+            await asyncio.sleep(0.02)
         await user.hear(since=0)  # the greeting
         await user.hear(since=await user.say(), timeout=15)  # the function's answer
         await asyncio.sleep(1.0)
