@@ -88,6 +88,17 @@ def test_the_service_fills_placeholders_in_one_pass():
     assert (filled, missing) == ("{{b}}{{b}}{{b}}", ["b"])
 
 
+def test_the_placeholders_are_listed_once_with_where_they_are():
+    found = call_admission.placeholders(PROMPT + " {{tone}} {{ spaced }}", GREETING)
+    assert found == {
+        "customer_name": ["prompt", "greeting"],
+        "order_id": ["prompt"],
+        "tone": ["prompt"],
+        "agent_name": ["greeting"],
+    }
+    assert call_admission.placeholders("No names.", "") == {}
+
+
 @pytest.mark.parametrize(
     "variables",
     [

@@ -296,6 +296,18 @@ def fill_placeholders(text: str, variables: dict[str, str], missing: list[str]) 
     return PLACEHOLDER.sub(value, text)
 
 
+def placeholders(system_prompt: str, greeting_text: str) -> dict[str, list[str]]:
+    """The placeholders a call's variables fill, each name once in the order first written,
+    with where it is written: "prompt", "greeting" or both."""
+    found: dict[str, list[str]] = {}
+    for place, text in (("prompt", system_prompt), ("greeting", greeting_text)):
+        for name in PLACEHOLDER.findall(text):
+            places = found.setdefault(name, [])
+            if place not in places:
+                places.append(place)
+    return found
+
+
 def filled_bytes(text: str, variables: dict[str, str]) -> int:
     """The UTF-8 size of text once fill_placeholders has filled it, without filling it: each
     placeholder with a value adds that value's size less its own."""
