@@ -190,6 +190,8 @@ API_EXEMPT = {
 DASHBOARD = {
     "/dashboard/agents/new": Change("agent.created", {"name": "Front desk", "systemPrompt": "Hi."}),
     "/dashboard/agents/<agent_id>": Change("agent.updated", {"name": "Front desk"}),
+    "/dashboard/agents/<agent_id>/prompt": Change("agent.updated", {"systemPrompt": "Hello."}),
+    "/dashboard/agents/<agent_id>/tools": Change("agent.updated", {"toolsEnabled": "end_call"}),
     "/dashboard/agents/<agent_id>/delete": Change("agent.deleted"),
     "/dashboard/agents/<agent_id>/call": Change(
         "call.placed",

@@ -305,6 +305,7 @@ def init_app(app) -> None:
         campaigns,
         credits,
         formats,
+        functions,
         overview,
         phone_numbers,
         settings,

@@ -1,4 +1,5 @@
-"""Dashboard agents: list, create, edit, delete, and the agents' functions."""
+"""Dashboard agents: list, create, edit, delete, and the agents' functions (the agent's tabs
+one by one are in test_agent_tabs.py)."""
 
 import json
 import logging
@@ -172,8 +173,10 @@ def test_agent_page_shows_the_form_filled_in(signed_in, agent_id):
     body = text(page)
     assert "<h1>Reception</h1>" in body
     assert 'name="name" value="Reception"' in body
-    assert ">\nBe helpful.</textarea>" in body
-    assert "Save" in body and "Delete agent" in body and "Add function" in body
+    assert '<option value="Puck" selected>Puck</option>' in body
+    assert "Save" in body and "Delete agent" in body
+    prompt = text(signed_in.get(f"{AGENTS}/{agent_id}/prompt"))
+    assert ">\nBe helpful.</textarea>" in prompt
 
 
 def test_saving_one_changed_field_changes_only_that_field(signed_in, post, headers, agent_id):
@@ -236,19 +239,20 @@ def test_clearing_the_escalation_number_and_unticking_active(signed_in, post, he
 
 
 @pytest.mark.parametrize(
-    "field, value, message",
+    "tab, field, value, message",
     [
-        ("language", "Bahasa", "Must be a language tag such as id or en-US."),
-        ("name", "", "Use 1 to 100 characters."),
-        ("systemPrompt", "p" * 20_001, "Use 1 to 20000 characters."),
-        ("maxCallDurationMinutes", "121", "Enter a number from 1 to 120."),
+        ("", "language", "Bahasa", "Must be a language tag such as id or en-US."),
+        ("", "name", "", "Use 1 to 100 characters."),
+        ("/prompt", "systemPrompt", "p" * 20_001, "Use 1 to 20000 characters."),
+        ("", "maxCallDurationMinutes", "121", "Enter a number from 1 to 120."),
     ],
 )
 def test_saving_a_bad_field_shows_its_message_and_changes_nothing(
-    signed_in, post, headers, agent_id, field, value, message
+    signed_in, post, headers, agent_id, tab, field, value, message
 ):
     before = api_agent(signed_in, headers, agent_id).json
-    response = post(f"{AGENTS}/{agent_id}", {"name": "Renamed", field: value})
+    form = {"name": "Renamed", "greetingText": "Hi.", field: value}
+    response = post(f"{AGENTS}/{agent_id}{tab}", form)
     assert response.status_code == 422
     body = text(response)
     assert message in body and f'id="{field}-error"' in body
@@ -294,7 +298,7 @@ def test_add_function_shows_its_secret_once(signed_in, post, headers, agent_id, 
         "https://clinic.example.com/book",
     )
     assert listed["parameters"]["required"] == ["date"]
-    again = text(signed_in.get(f"{AGENTS}/{agent_id}"))
+    again = text(signed_in.get(f"{AGENTS}/{agent_id}/functions"))
     assert secret not in again
     assert "<code>book_slot</code>" in again and "Books a slot." in again
     assert all(secret not in record.getMessage() for record in caplog.records)
@@ -352,11 +356,12 @@ def test_add_function_with_a_name_taken_is_409(signed_in, post, agent_id):
 def test_delete_function_asks_for_confirmation(signed_in, post, headers, agent_id):
     post(f"{AGENTS}/{agent_id}/functions", FUNCTION)
     path = f"{AGENTS}/{agent_id}/functions/book_slot/delete"
-    assert f'href="{path}">Delete</a>' in text(signed_in.get(f"{AGENTS}/{agent_id}"))
+    assert f'href="{path}">Delete</a>' in text(signed_in.get(f"{AGENTS}/{agent_id}/functions"))
     confirm = signed_in.get(path)
     assert confirm.status_code == 200 and ">Delete function</button>" in text(confirm)
     response = post(path)
     assert response.status_code == 302
+    assert response.headers["Location"] == f"{AGENTS}/{agent_id}/functions"
     functions = signed_in.get(f"/api/v1/agents/{agent_id}/functions", headers=headers).json
     assert functions == {"functions": []}
     assert [change[0] for change in changes()] == ["function.created", "function.deleted"]
@@ -370,13 +375,16 @@ def test_a_viewer_sees_agents_without_buttons_and_cannot_change_them(
     client.post(f"/api/v1/agents/{agent_id}/functions", json=API_FUNCTION, headers=headers)
     listing = text(client.get(AGENTS))
     assert "Reception" in listing and "Create agent" not in listing
-    page = client.get(f"{AGENTS}/{agent_id}")
-    assert page.status_code == 200
-    body = text(page)
-    assert "book_slot" in body
-    for button in ("Save", "Add function", "Delete", "<button"):
-        assert button not in body.split("</header>", 1)[1], button
-    assert '<fieldset class="plain" disabled>' in body
+    for tab in ("", "/prompt", "/functions", "/calls", "/versions"):
+        page = client.get(f"{AGENTS}/{agent_id}{tab}")
+        assert page.status_code == 200, tab
+        body = text(page)
+        for button in ("Save", "Add function", "Delete", "<button"):
+            assert button not in body.split("</header>", 1)[1], (tab, button)
+        assert f'action="{AGENTS}/{agent_id}/call"' not in body
+        if tab not in ("/calls", "/versions"):
+            assert '<fieldset class="plain" disabled>' in body, tab
+    assert "book_slot" in text(client.get(f"{AGENTS}/{agent_id}/functions"))
     assert client.get(f"{AGENTS}/new").status_code == 403
     assert client.get(f"{AGENTS}/{agent_id}/delete").status_code == 403
     assert client.get(f"{AGENTS}/{agent_id}/functions/book_slot/delete").status_code == 403
@@ -384,13 +392,19 @@ def test_a_viewer_sees_agents_without_buttons_and_cannot_change_them(
     for path, data in [
         (f"{AGENTS}/new", FORM),
         (f"{AGENTS}/{agent_id}", {"name": "Mine"}),
+        (f"{AGENTS}/{agent_id}/prompt", {"systemPrompt": "Mine."}),
+        (f"{AGENTS}/{agent_id}/tools", {"toolsEnabled": "mine"}),
         (f"{AGENTS}/{agent_id}/delete", {}),
         (f"{AGENTS}/{agent_id}/functions", {**FUNCTION, "name": "other"}),
         (f"{AGENTS}/{agent_id}/functions/book_slot/delete", {}),
     ]:
         assert client.post(path, data={**data, "csrf_token": token}).status_code == 403, path
     agent = api_agent(client, headers, agent_id).json
-    assert agent["name"] == "Reception"
+    assert (agent["name"], agent["systemPrompt"], agent["toolsEnabled"]) == (
+        "Reception",
+        "Be helpful.",
+        [],
+    )
     assert len(client.get(f"/api/v1/agents/{agent_id}/functions", headers=headers).json[
         "functions"]) == 1  # fmt: skip
 
@@ -424,18 +438,25 @@ def test_an_unknown_function_is_404(signed_in, agent_id):
 
 
 @pytest.mark.parametrize(
-    "path", ["/new", "/{agent}", "/{agent}/delete", "/{agent}/functions",
-             "/{agent}/functions/book_slot/delete"],
+    "path", ["/new", "/{agent}", "/{agent}/prompt", "/{agent}/tools", "/{agent}/delete",
+             "/{agent}/functions", "/{agent}/functions/book_slot/delete"],
 )  # fmt: skip
 def test_a_post_without_its_csrf_token_is_refused(signed_in, headers, agent_id, path):
     signed_in.post(f"/api/v1/agents/{agent_id}/functions", json=API_FUNCTION, headers=headers)
     response = signed_in.post(AGENTS + path.format(agent=agent_id), data={**FORM, **FUNCTION})
     assert response.status_code == 400
     assert "This form has expired" in text(response)
-    assert api_agent(signed_in, headers, agent_id).json["name"] == "Reception"
+    agent = api_agent(signed_in, headers, agent_id).json
+    assert (agent["name"], agent["systemPrompt"], agent["toolsEnabled"]) == (
+        "Reception",
+        "Be helpful.",
+        [],
+    )
     assert Function.select().count() == 1
 
 
+# The tabs whose form saves the agent's settings, each some of its fields.
+TAB_FORMS = ("", "/prompt", "/tools")
 JUNK = [
     "",
     " ",
@@ -459,7 +480,7 @@ JUNK = [
 @pytest.mark.parametrize("value", JUNK)
 def test_junk_in_any_field_is_never_a_500(signed_in, post, agent_id, value):
     for field in list(FORM) + ["unknown"]:
-        for path in (f"{AGENTS}/new", f"{AGENTS}/{agent_id}"):
+        for path in (f"{AGENTS}/new", *(f"{AGENTS}/{agent_id}{tab}" for tab in TAB_FORMS)):
             response = post(path, {**FORM, field: value})
             assert response.status_code in (302, 422), (path, field, response.status_code)
             if response.status_code == 422:
@@ -478,18 +499,14 @@ def test_a_nul_in_an_id_is_a_404(signed_in, agent_id):
 
 
 def test_tools_enabled_says_what_it_is_apart_from_the_functions(signed_in, agent_id):
-    page = signed_in.get(f"/dashboard/agents/{agent_id}").get_data(True)
+    page = signed_in.get(f"{AGENTS}/new").get_data(True)
     field = re.search(r'<input[^>]*id="toolsEnabled"[^>]*aria-describedby="([^"]+)"', page)
     assert field, "the field is described by its help text"
     hint = re.search(rf'id="{field.group(1).split()[0]}"[^>]*>(.*?)<', page, re.S).group(1)
     assert "voice runtime" in hint and "not the functions" in hint
-
-
-def test_the_agent_page_links_to_each_of_its_sections(signed_in, agent_id):
-    page = signed_in.get(f"/dashboard/agents/{agent_id}").get_data(True)
-    sections = re.search(r'<nav class="sections" aria-label="[^"]+">(.*?)</nav>', page, re.S)
-    assert sections
-    targets = re.findall(r'href="#([\w-]+)"', sections.group(1))
-    assert targets == ["settings", "stats", "functions", "add-function", "call", "delete"]
-    for target in targets:
-        assert f'id="{target}"' in page
+    # On the Functions tab, beside the agent's functions, in words of its own.
+    tab = signed_in.get(f"{AGENTS}/{agent_id}/functions").get_data(True)
+    explained = re.search(r'<p id="tools-explained">(.*?)</p>', tab, re.S).group(1)
+    assert tab.index('id="functions"') < tab.index('id="tools"') < tab.index('id="add-function"')
+    for words in ("Tools are not functions", "runs none of them", "no endpoint", "toolsEnabled"):
+        assert words in explained, words

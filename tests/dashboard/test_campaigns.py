@@ -197,7 +197,7 @@ def test_another_tenants_campaign_is_404(signed_in, other_headers, other_tenant)
 
 
 def test_call_a_number_from_an_agents_page(signed_in, agent_id, number_id, did):
-    page = signed_in.get(f"/dashboard/agents/{agent_id}")
+    page = signed_in.get(f"/dashboard/agents/{agent_id}/calls")
     assert '<h2 id="call">Call a number</h2>' in page.get_data(True)
     data = {
         "phoneNumberId": number_id,
@@ -220,7 +220,7 @@ def test_call_a_number_from_an_agents_page(signed_in, agent_id, number_id, did):
 
 
 def test_a_bad_number_to_call_is_shown_next_to_its_field(signed_in, agent_id, number_id):
-    page = signed_in.get(f"/dashboard/agents/{agent_id}")
+    page = signed_in.get(f"/dashboard/agents/{agent_id}/calls")
     data = {
         "phoneNumberId": number_id,
         "to": "0813",

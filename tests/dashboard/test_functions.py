@@ -66,7 +66,7 @@ def test_an_agents_functions_show_their_timeout_and_a_test_button(
     signed_in, headers, agent_id, endpoint
 ):
     define(signed_in, headers, agent_id, endpoint.url + "/book", timeoutMs=1500)
-    body = text(signed_in.get(f"{AGENTS}/{agent_id}"))
+    body = text(signed_in.get(f"{AGENTS}/{agent_id}/functions"))
     assert '<td class="nowrap">1500 ms</td>' in body
     test_path = f"{AGENTS}/{agent_id}/functions/book_slot/test"
     assert f'<a class="button" href="{test_path}">Test</a>' in body
@@ -82,7 +82,7 @@ def test_the_add_function_form_takes_a_timeout(signed_in, post, headers, agent_i
         "parameters": json.dumps(PARAMETERS),
         "timeoutMs": "800",
     }
-    page = text(signed_in.get(f"{AGENTS}/{agent_id}"))
+    page = text(signed_in.get(f"{AGENTS}/{agent_id}/functions"))
     assert re.search(r'id="function-timeoutMs" name="timeoutMs" value="5000"', page)
     assert post(f"{AGENTS}/{agent_id}/functions", form).status_code == 201
     [listed] = signed_in.get(f"/api/v1/agents/{agent_id}/functions", headers=headers).json[
@@ -308,7 +308,7 @@ def test_a_viewer_sees_the_functions_but_neither_tests_nor_edits_them(
 ):
     define(client, headers, agent_id, endpoint.url + "/book")
     sign_in(client, viewer.email)
-    agent_page = text(client.get(f"{AGENTS}/{agent_id}"))
+    agent_page = text(client.get(f"{AGENTS}/{agent_id}/functions"))
     assert "book_slot" in agent_page and ">Test</a>" not in agent_page
     function_page = text(client.get(f"{AGENTS}/{agent_id}/functions/book_slot"))
     assert '<fieldset class="plain" disabled>' in function_page

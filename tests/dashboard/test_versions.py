@@ -1,5 +1,5 @@
 """Dashboard: an agent's Versions tab (what changed, the prompt's diff, Restore after a
-confirmation), the per-version stats on the agent page, and a number's pin."""
+confirmation), the per-version stats on its Calls tab, and a number's pin."""
 
 from app.models import AuditEntry
 from app.services import phone_numbers as number_service
@@ -23,7 +23,7 @@ def test_the_versions_tab_lists_what_changed_newest_first(signed_in, headers, ag
     page = signed_in.get(f"{AGENTS}/{agent_id}/versions")
     assert page.status_code == 200
     body = text(page)
-    assert "<h1>Reception: versions</h1>" in body
+    assert "<h1>Reception</h1>" in body and "<title>Versions · Agent Reception" in body
     assert 'aria-current="page">Versions</a>' in body
     rows = body.split("<tbody>")[1].split("</tbody>")[0].split("<tr>")[1:]
     assert 'Version 2</a> <span class="muted">(latest)</span>' in rows[0]
@@ -79,13 +79,13 @@ def test_unknown_versions_are_404_pages(signed_in, agent_id):
         assert response.status_code == 404 and response.content_type.startswith("text/html")
 
 
-def test_the_agent_page_shows_calls_by_version(signed_in, headers, runtime_headers, agent_id, did):
+def test_the_calls_tab_shows_calls_by_version(signed_in, headers, runtime_headers, agent_id, did):
     call_id = start(signed_in, runtime_headers, did).json["id"]
     answer(signed_in, runtime_headers, call_id)
     end(signed_in, runtime_headers, call_id, talkTimeSeconds=95, durationSeconds=100)
     patch(signed_in, headers, agent_id, systemPrompt="Be brief.")
     start(signed_in, runtime_headers, did)
-    body = text(signed_in.get(f"{AGENTS}/{agent_id}"))
+    body = text(signed_in.get(f"{AGENTS}/{agent_id}/calls"))
     assert "Calls by version, last 30 days" in body
     table = body.split('id="stats"')[1].split("</table>")[0]
     rows = table.split("<tbody>")[1].split("<tr>")[1:]

@@ -1,4 +1,5 @@
-"""The Agents pages in a real browser: create, edit, add a function, delete, as a viewer."""
+"""The Agents pages in a real browser: create, edit, add a function, delete, as a viewer, and
+an agent's tabs, each a page of its own."""
 
 import re
 
@@ -24,6 +25,16 @@ def open_agent(page: Page, shot, name: str) -> None:
     page.get_by_role("link", name=name, exact=True).click()
     expect(heading(page)).to_have_text(name)
     shot("agent")
+
+
+def open_tab(page: Page, shot, name: str) -> None:
+    """On an agent's page, its tab of that name, from the tab bar."""
+    tabs = page.get_by_role("navigation", name="Agent")
+    tabs.get_by_role("link", name=name, exact=True).click()
+    expect(tabs.get_by_role("link", name=name, exact=True)).to_have_attribute(
+        "aria-current", "page"
+    )
+    shot(f"agent-{name}")
 
 
 def agent_row(page: Page, name: str):
@@ -117,6 +128,7 @@ def test_an_added_function_shows_its_signing_secret_once(
 ):
     signed_in("owner")
     open_agent(page, shot, "Reception")
+    open_tab(page, shot, "Functions")
     expect(page.get_by_text("No functions")).to_be_visible()
     page.get_by_label("Function name").fill("lookup_order")
     page.get_by_label("Description").fill("Finds an order by its number.")
@@ -141,6 +153,7 @@ def test_an_added_function_shows_its_signing_secret_once(
     assert secret not in response.text
 
     open_agent(page, shot, "Reception")
+    open_tab(page, shot, "Functions")
     expect(page.get_by_role("row").filter(has_text="lookup_order")).to_be_visible()
     expect(page.get_by_text(secret)).to_have_count(0)
     expect(page.get_by_role("status")).to_have_count(0)
@@ -182,3 +195,63 @@ def test_a_viewer_sees_the_agents_without_their_change_buttons(page, shot, signe
     for name in ("Save", "Add function", "Delete agent"):
         expect(page.get_by_role("button", name=name)).to_have_count(0)
         expect(page.get_by_role("link", name=name)).to_have_count(0)
+
+
+# The tops of a navigation's links: one value when they all sit on one line.
+LINK_TOPS = "nav => [...new Set([...nav.querySelectorAll('a')].map(a => a.offsetTop))]"
+
+
+def test_an_agents_tabs_are_pages_of_their_own(page, shot, signed_in, client, headers, agent_id):
+    """Through every tab and back: each its own URL, marked in the tab bar; the Prompt tab's
+    form saves and comes back to it, the Functions tab's tools form shows its problem there."""
+    signed_in("owner")
+    open_agent(page, shot, "Reception")
+    tabs = page.get_by_role("navigation", name="Agent")
+    expect(tabs.get_by_role("link")).to_have_text(
+        ["Overview", "Prompt", "Functions", "Calls", "Versions"]
+    )
+    expect(tabs.get_by_role("link", name="Overview")).to_have_attribute("aria-current", "page")
+    # At 1,280 px the menu and the tab bar each hold one line.
+    assert len(page.get_by_role("navigation", name="Main").evaluate(LINK_TOPS)) == 1
+    assert len(tabs.evaluate(LINK_TOPS)) == 1
+    base = page.url
+    for name, path, part in (
+        ("Prompt", "/prompt", page.get_by_label("System prompt")),
+        ("Functions", "/functions", page.get_by_role("heading", name="Tools enabled")),
+        ("Calls", "/calls", page.get_by_role("heading", name="Calls by version, last 30 days")),
+        ("Versions", "/versions", page.get_by_role("link", name="Version 1", exact=True)),
+        ("Overview", "", page.get_by_label("Max call duration (minutes)")),
+    ):
+        open_tab(page, shot, name)
+        assert page.url == base + path
+        expect(heading(page)).to_have_text("Reception")
+        expect(part).to_be_visible()
+        expect(tabs.locator("[aria-current=page]")).to_have_count(1)
+
+    open_tab(page, shot, "Prompt")
+    page.get_by_label("System prompt").fill("Greet {{name}} warmly.")
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_role("status")).to_have_text("Prompt saved.")
+    assert page.url == base + "/prompt"
+    expect(page.get_by_role("cell", name="{{name}}")).to_be_visible()
+    shot("prompt-saved")
+    assert client.get(f"/api/v1/agents/{agent_id}", headers=headers).json["systemPrompt"] == (
+        "Greet {{name}} warmly."
+    )
+
+    open_tab(page, shot, "Functions")
+    page.get_by_label("Tools enabled").fill("end_call, end_call")
+    page.get_by_role("button", name="Save tools").click()
+    tools = page.get_by_label("Tools enabled")
+    expect(tools).to_have_attribute("aria-invalid", "true")
+    expect(tools).to_have_accessible_description(re.compile("Items must be unique."))
+    expect(tabs.get_by_role("link", name="Functions")).to_have_attribute("aria-current", "page")
+    shot("bad-tools")
+    page.get_by_label("Tools enabled").fill("end_call")
+    page.get_by_role("button", name="Save tools").click()
+    expect(page.get_by_role("status")).to_have_text("Tools enabled saved.")
+    assert page.url == base + "/functions"
+    expect(page.get_by_label("Tools enabled")).to_have_value("end_call")
+    shot("tools-saved")
+    agent = client.get(f"/api/v1/agents/{agent_id}", headers=headers).json
+    assert agent["toolsEnabled"] == ["end_call"] and agent["name"] == "Reception"

@@ -12,7 +12,7 @@ from playwright.sync_api import Page, expect
 
 from tests.receiver import Answer, Receiver
 from tests.system.browser.conftest import heading, row
-from tests.system.browser.test_agents import open_agent
+from tests.system.browser.test_agents import open_agent, open_tab
 
 SECRET = "browser-function-secret"
 PARAMETERS = {
@@ -67,6 +67,7 @@ def test_a_function_test_shows_the_endpoints_answer_and_its_latency(
     define(client, headers, agent_id, endpoint.url + "/orders")
     signed_in("owner")
     open_agent(page, shot, "Reception")
+    open_tab(page, shot, "Functions")
     expect(row(page, "lookup_order")).to_contain_text("5000 ms")
     open_test(page, shot)
     parameters = page.get_by_label("Parameters (JSON)")
@@ -100,6 +101,7 @@ def test_a_slow_endpoint_shows_function_timeout_within_the_budget_set_on_its_pag
     define(client, headers, agent_id, endpoint.url + "/slow")
     signed_in("owner")
     open_agent(page, shot, "Reception")
+    open_tab(page, shot, "Functions")
     page.get_by_role("link", name="lookup_order").click()
     expect(heading(page)).to_have_text("Function lookup_order")
     shot("function")
@@ -132,6 +134,7 @@ def test_bad_json_in_the_test_box_shows_its_message(
     define(client, headers, agent_id, endpoint.url + "/orders")
     signed_in("owner")
     open_agent(page, shot, "Reception")
+    open_tab(page, shot, "Functions")
     open_test(page, shot)
     page.get_by_label("Parameters (JSON)").fill('{"number": ')
     page.get_by_role("button", name="Send test").click()
@@ -149,6 +152,7 @@ def test_a_viewer_sees_the_functions_without_a_test_button(
     define(client, headers, agent_id, endpoint.url + "/orders")
     signed_in("viewer")
     open_agent(page, shot, "Reception")
+    open_tab(page, shot, "Functions")
     expect(row(page, "lookup_order")).to_contain_text("5000 ms")
     expect(page.get_by_role("link", name="Test")).to_have_count(0)
     page.get_by_role("link", name="lookup_order").click()
@@ -168,6 +172,7 @@ def test_rotating_the_signing_secret_signs_with_both_until_the_overlap_ends(
     define(client, headers, agent_id, endpoint.url + "/orders")
     signed_in("admin")
     open_agent(page, shot, "Reception")
+    open_tab(page, shot, "Functions")
     page.get_by_role("link", name="lookup_order").click()
     shot("function")
     page.get_by_role("link", name="Rotate secret").click()

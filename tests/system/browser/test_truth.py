@@ -66,8 +66,8 @@ def test_a_failing_webhook_shows_failing_since_not_active(app, page, shot, signe
 
 def test_a_function_form_shows_every_problem_at_once(page, shot, signed_in, agent_id):
     signed_in("owner")
-    page.goto(f"/dashboard/agents/{agent_id}")
-    shot("agent")
+    page.goto(f"/dashboard/agents/{agent_id}/functions")
+    shot("agent-functions")
     form = page.locator("form", has=page.get_by_role("button", name="Add function"))
     form.get_by_label("Name").fill("1st")
     form.get_by_label("Endpoint URL").fill("ftp://example.com/slots")
@@ -140,8 +140,8 @@ def test_a_calls_page_names_its_number_and_calls_are_found_by_caller(
 def test_a_new_functions_secret_has_a_copy_button(page, shot, signed_in, agent_id):
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     signed_in("owner")
-    page.goto(f"/dashboard/agents/{agent_id}")
-    shot("agent")
+    page.goto(f"/dashboard/agents/{agent_id}/functions")
+    shot("agent-functions")
     form = page.locator("form", has=page.get_by_role("button", name="Add function"))
     form.get_by_label("Name").fill("lookup")
     form.get_by_label("Description").fill("Looks it up.")

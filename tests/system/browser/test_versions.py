@@ -25,7 +25,7 @@ def test_restoring_a_version_from_the_versions_tab(
     expect(heading(page)).to_have_text("Reception")
     shot("agent")
     page.get_by_role("navigation", name="Agent").get_by_role("link", name="Versions").click()
-    expect(heading(page)).to_have_text("Reception: versions")
+    expect(page).to_have_title("Versions · Agent Reception · Voice Agent dashboard")
     rows = page.get_by_role("row")
     expect(rows).to_have_count(4)  # the header and three versions
     expect(rows.nth(1)).to_contain_text("Version 3")
@@ -42,7 +42,7 @@ def test_restoring_a_version_from_the_versions_tab(
     shot("version-3")
 
     page.get_by_role("link", name="← Versions of Reception").click()
-    expect(heading(page)).to_have_text("Reception: versions")
+    expect(page).to_have_title("Versions · Agent Reception · Voice Agent dashboard")
     shot("versions-again")
     page.get_by_role("link", name="Version 1", exact=True).click()
     expect(heading(page)).to_have_text("Version 1 of Reception")
@@ -61,7 +61,7 @@ def test_restoring_a_version_from_the_versions_tab(
     shot("confirm-again")
     page.get_by_role("button", name="Restore version 1").click()
     expect(page.get_by_role("status")).to_have_text("Version 1 restored as version 4.")
-    expect(heading(page)).to_have_text("Reception: versions")
+    expect(page).to_have_title("Versions · Agent Reception · Voice Agent dashboard")
     expect(page.get_by_role("row").nth(1)).to_contain_text("Version 4")
     expect(page.get_by_role("row").nth(1)).to_contain_text("owner@acme.test")
     shot("restored")
