@@ -26,7 +26,9 @@ from app.services import phone_numbers as number_service
 from app.services import users as user_service
 from app.services import webhooks as webhook_service
 from app.services.calls import outbound as outbound_calls
+from app.services.whatsapp import accounts as whatsapp_accounts
 from tests.dashboard.conftest import PASSWORD, PerRequestContextClient, csrf_token, sign_in
+from tests.fake_graph import number as listed_number
 from tests.helpers import ACTOR
 
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
@@ -36,6 +38,10 @@ OWNER = "owner@acme.test"
 MEMBER = "member@acme.test"
 URL = "http://127.0.0.1:9/in"
 CALLEE = "+6281311112222"  # nothing listens: deliveries fail, which no test here awaits
+# WhatsApp Business accounts on the Graph API stand-in: the world's linked one, and one to link.
+WABA, TOKEN = "7001", "EAAG-audit-token-7001"
+NEW_WABA, NEW_TOKEN = "7002", "EAAG-audit-token-7002"
+WHATSAPP_SECRETS = {"WHATSAPP_ACCESS_TOKEN": NEW_TOKEN, "WHATSAPP_APP_SECRET": "audit-app-secret"}
 FUNCTION = {
     "name": "book",
     "description": "Book a slot.",
@@ -54,7 +60,7 @@ class World:
 
 
 @pytest.fixture
-def world(tenant) -> World:
+def world(tenant, fake_graph) -> World:
     agent = agent_service.create_agent(
         actor=ACTOR, tenant=tenant, name="Reception", system_prompt="Be helpful."
     )
@@ -83,6 +89,11 @@ def world(tenant) -> World:
     user_service.create_user(
         actor=ACTOR, tenant=tenant, email=OWNER, password=PASSWORD, role="owner"
     )
+    fake_graph.add_waba(WABA, TOKEN, [listed_number("8001", "+62 811-700-0001")])
+    fake_graph.add_waba(NEW_WABA, NEW_TOKEN, [listed_number("8002", "+62 811-700-0002")])
+    account = whatsapp_accounts.link(
+        actor=ACTOR, tenant=tenant, waba_id=WABA, access_token=TOKEN, app_secret="app-secret-1"
+    ).account
     ids = {
         "agent_id": agent.id,
         "name": FUNCTION["name"],
@@ -94,6 +105,7 @@ def world(tenant) -> World:
         "version": "1",  # the agent before its function: restoring it changes the agent
         "call_id": call.id,
         "campaign_id": campaign.id,
+        "account_id": account.id,
     }
     return World(ids=ids, member=member, tenant=tenant)
 
@@ -115,6 +127,7 @@ class Change:
     action: str
     body: dict[str, Any] | None = None
     prepare: Callable[[World], None] | None = None
+    env: dict[str, str] | None = None  # a command's environment variables
 
 
 # The tenant API: (method, rule) -> the change a request with an API key makes.
@@ -166,6 +179,15 @@ API = {
         "webhook.replayed", {"since": "2000-01-01T00:00:00Z"}
     ),
     ("POST", "/api/v1/webhooks/deliveries/<delivery_id>/retry"): Change("delivery.retried"),
+    ("POST", "/api/v1/whatsapp/accounts"): Change(
+        "whatsapp.linked",
+        {"wabaId": NEW_WABA, "accessToken": NEW_TOKEN, "appSecret": "app-secret-2"},
+    ),
+    ("PATCH", "/api/v1/whatsapp/accounts/<account_id>"): Change(
+        "whatsapp.updated", {"label": "Main"}
+    ),
+    ("DELETE", "/api/v1/whatsapp/accounts/<account_id>"): Change("whatsapp.unlinked"),
+    ("POST", "/api/v1/whatsapp/accounts/<account_id>/sync"): Change("whatsapp.synced"),
 }
 
 
@@ -284,6 +306,11 @@ CLI = {
     "users disable": (["--email", MEMBER], Change("user.disabled")),
     "users enable": (["--email", MEMBER], Change("user.enabled", prepare=disable_member)),
     "deliveries retry": (["{delivery_id}"], Change("delivery.retried")),
+    "whatsapp link": (
+        ["--tenant", "acme", "--waba-id", NEW_WABA],
+        Change("whatsapp.linked", env=WHATSAPP_SECRETS),
+    ),
+    "whatsapp sync": (["{account_id}"], Change("whatsapp.synced")),
 }
 READS = "reads only"
 CLI_EXEMPT = {
@@ -292,6 +319,7 @@ CLI_EXEMPT = {
     "numbers list": READS,
     "users list": READS,
     "deliveries list": READS,
+    "whatsapp list": READS,
     "db backup": "copies the database, changes nothing in it",
     "db upgrade": "migrates the schema: no tenant's records change",
     "dev config": "writes the development settings file, not the database",
@@ -458,7 +486,7 @@ def test_a_cli_change_writes_one_entry_by_the_cli(runner, world, command):
         change.prepare(world)
     arguments = [*command.split(), *(arg.format(**world.ids) for arg in args)]
     before = entry_ids()
-    result = runner.invoke(args=arguments, input=f"{PASSWORD}-2\n")
+    result = runner.invoke(args=arguments, input=f"{PASSWORD}-2\n", env=change.env)
     assert result.exit_code == 0, result.output
     [entry] = new_entries(before)
     assert (entry.action, entry.actor_type, entry.actor_label, entry.address) == (

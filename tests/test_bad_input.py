@@ -28,6 +28,8 @@ BODY_ROUTES = [
     ("POST", "/api/v1/webhooks/wh_x/rotate-secret"),
     ("POST", "/api/v1/calls"),
     ("POST", "/api/v1/campaigns"),
+    ("POST", "/api/v1/whatsapp/accounts"),
+    ("PATCH", "/api/v1/whatsapp/accounts/waa_x"),
     ("POST", RUNTIME),
     ("POST", f"{RUNTIME}/call_x/answered"),
     ("POST", f"{RUNTIME}/call_x/transcript"),
@@ -62,7 +64,7 @@ def test_body_routes_are_all_listed(client):
         if "requestBody" in operation
     }
     placeholders = {"agent_x": "{agent_id}", "pn_x": "{number_id}", "wh_x": "{webhook_id}"}
-    placeholders |= {"call_x": "{call_id}", "fn_x": "{name}"}
+    placeholders |= {"call_x": "{call_id}", "fn_x": "{name}", "waa_x": "{account_id}"}
     listed = set()
     for method, path in BODY_ROUTES:
         for example, placeholder in placeholders.items():

@@ -12,7 +12,9 @@ from app.services import functions as function_service
 from app.services import phone_numbers as number_service
 from app.services import webhooks as webhook_service
 from app.services.calls import lifecycle as call_lifecycle
+from app.services.whatsapp import accounts as whatsapp_accounts
 from app.util import new_id
+from tests.fake_graph import number
 from tests.helpers import ACTOR
 
 
@@ -85,6 +87,19 @@ def make_number(ctx) -> str:
     return number.id
 
 
+def make_whatsapp_account(ctx) -> str:
+    """A WhatsApp Business account of tenant A, with one imported number, from the Graph
+    API stand-in."""
+    ctx["fake_graph"].add_waba("4001", "EAAG-isolation-token", [number("5001", "+62 811-555-0001")])
+    return whatsapp_accounts.link(
+        actor=ACTOR,
+        tenant=ctx["tenant"],
+        waba_id="4001",
+        access_token="EAAG-isolation-token",
+        app_secret="isolation-app-secret",
+    ).account.id
+
+
 # How to make, for tenant A, the resource each URL variable names. A route with a variable
 # missing here fails test_every_id_route_is_covered, so new routes cannot skip the check.
 FACTORIES = {
@@ -101,6 +116,7 @@ FACTORIES = {
     "event_id": lambda ctx: make_delivery(ctx).event_id,
     "version": lambda ctx: "1",  # every agent has its version 1
     "campaign_id": make_campaign,
+    "account_id": make_whatsapp_account,
 }
 
 # The body of each route that reads one: valid (the owner's same request succeeds, so the
@@ -115,6 +131,7 @@ BODIES = {
     ("POST", "/api/v1/phone-numbers/<number_id>/assign-agent"): {"agentId": None},
     ("PATCH", "/api/v1/webhooks/<webhook_id>"): {"events": ["call.started", "call.ended"]},
     ("POST", "/api/v1/webhooks/<webhook_id>/rotate-secret"): {"overlapHours": 1},
+    ("PATCH", "/api/v1/whatsapp/accounts/<account_id>"): {"label": "Taken over"},
     # A range without events: a replay the owner makes sends nothing while the test looks.
     ("POST", "/api/v1/webhooks/<webhook_id>/replay"): {
         "since": "2000-01-01T00:00:00Z",
@@ -158,9 +175,9 @@ def test_every_body_route_has_a_valid_body(app, client):
 
 
 def test_other_tenant_gets_404_and_changes_nothing(
-    app, client, tenant, headers, agent_id, other_headers
+    app, client, tenant, headers, agent_id, other_headers, fake_graph
 ):
-    ctx = {"tenant": tenant, "agent_id": agent_id}
+    ctx = {"tenant": tenant, "agent_id": agent_id, "fake_graph": fake_graph}
     values = {name: factory(ctx) for name, factory in FACTORIES.items()}
     checked = []
     for rule, method in id_routes(app):
@@ -175,12 +192,14 @@ def test_other_tenant_gets_404_and_changes_nothing(
             owner = client.open(path, method=method, json=body, headers=headers)
             assert owner.status_code in (200, 201, 202), f"{method} {path}: {owner.status_code}"
         checked.append(f"{method} {rule.rule}")
-    assert len(checked) == 31, checked  # every tenant route and verb taking an id
+    assert len(checked) == 35, checked  # every tenant route and verb taking an id
 
 
-def test_lists_show_nothing_of_another_tenant(app, client, tenant, agent_id, other_headers):
+def test_lists_show_nothing_of_another_tenant(
+    app, client, tenant, agent_id, other_headers, fake_graph
+):
     """Every tenant list (a GET without an id) shows the other tenant none of A's records."""
-    ctx = {"tenant": tenant, "agent_id": agent_id}
+    ctx = {"tenant": tenant, "agent_id": agent_id, "fake_graph": fake_graph}
     # Ids only: a function's name and a version number are no secrets of the tenant.
     values = [
         factory(ctx) for name, factory in FACTORIES.items() if name not in ("name", "version")

@@ -1,5 +1,6 @@
-"""Secrets never leak: API keys, webhook secrets and function signing secrets stay out of the
-logs (both formats), list and error responses and the OpenAPI document; keys are stored hashed.
+"""Secrets never leak: API keys, webhook secrets, function signing secrets and WhatsApp
+Business access tokens and app secrets stay out of the logs (both formats), list and error
+responses and the OpenAPI document; keys are stored hashed.
 """
 
 import hashlib
@@ -12,14 +13,17 @@ import pytest
 from app.logs import JsonFormatter, TextFormatter
 from app.models import ApiKey
 from tests.call_flow import RUNTIME, start
+from tests.fake_graph import number
 
 WEBHOOK_SECRET = "whsec-never-shown-0123456789"
 FUNCTION_SECRET = "fsec-never-shown-0123456789"
+WHATSAPP_TOKEN = "EAAG-whatsapp-token-never-shown-0123"
+WHATSAPP_APP_SECRET = "whatsapp-app-secret-never-shown-0123"
 KEY_SHAPE = re.compile(r"dkl_[A-Za-z0-9]{40}")
 
 
 @pytest.fixture
-def exercised(client, headers, api_key, runtime_headers, agent_id, did, caplog):
+def exercised(client, headers, api_key, runtime_headers, agent_id, did, caplog, fake_graph):
     """Create, list, fail and run with every kind of secret while every log record is kept."""
     caplog.set_level(logging.DEBUG)
     responses = []
@@ -89,8 +93,22 @@ def exercised(client, headers, api_key, runtime_headers, agent_id, did, caplog):
     keep(client.get("/api/v1/agents", headers={"Authorization": "Bearer " + api_key}))
     both = {"x-api-key": api_key, "Authorization": "Bearer " + api_key[:-1]}
     keep(client.get("/api/v1/agents", headers=both))  # two different keys: 401
+    # A WhatsApp Business account: linked, listed, synced, and refused by Meta (a token it
+    # does not know, then Meta failing), an unknown field beside the secrets.
+    fake_graph.add_waba("1001", WHATSAPP_TOKEN, [number("2001", "+62 811-222-3333")])
+    whatsapp = {"wabaId": "1001", "accessToken": WHATSAPP_TOKEN, "appSecret": WHATSAPP_APP_SECRET}
+    linked = keep(client.post("/api/v1/whatsapp/accounts", json=whatsapp, headers=headers))
+    account_id = linked.json["id"]
+    keep(client.get("/api/v1/whatsapp/accounts", headers=headers))
+    keep(client.post(f"/api/v1/whatsapp/accounts/{account_id}/sync", headers=headers))
+    refused = {**whatsapp, "wabaId": "1002"}
+    keep(client.post("/api/v1/whatsapp/accounts", json=refused, headers=headers))
+    keep(client.post("/api/v1/whatsapp/accounts", json={**whatsapp, "x": 1}, headers=headers))
+    fake_graph.fail[WHATSAPP_TOKEN] = "server"
+    keep(client.post(f"/api/v1/whatsapp/accounts/{account_id}/sync", headers=headers))
     return {
         "secrets": [api_key, WEBHOOK_SECRET, FUNCTION_SECRET, generated],
+        "whatsapp": [WHATSAPP_TOKEN, WHATSAPP_APP_SECRET],
         "responses": responses,
         "records": list(caplog.records),
     }
@@ -103,7 +121,7 @@ def test_no_secret_in_any_log_line(exercised):
         for formatter in (JsonFormatter(), TextFormatter())
     ]
     assert any(json.loads(line).get("logger") == "app.requests" for line in lines[::2])
-    for secret in exercised["secrets"]:
+    for secret in exercised["secrets"] + exercised["whatsapp"]:
         assert not [line for line in lines if secret in line], secret
 
 
@@ -114,9 +132,10 @@ def test_no_secret_in_list_or_error_bodies(exercised):
     for body in bodies:
         assert api_key not in body
         assert webhook_secret not in body
+        assert not [secret for secret in exercised["whatsapp"] if secret in body]
         if body not in (created, generated_response):  # shown once, when created
             assert function_secret not in body and generated not in body
-    assert sum(r.status_code >= 400 for r in exercised["responses"]) >= 6
+    assert sum(r.status_code >= 400 for r in exercised["responses"]) >= 9
 
 
 def test_webhook_shows_only_a_hint(client, headers, exercised):
@@ -127,7 +146,7 @@ def test_webhook_shows_only_a_hint(client, headers, exercised):
 
 def test_no_secret_or_key_shaped_example_in_the_openapi_document(client, exercised):
     document = client.get("/api/v1/openapi.json").get_data(as_text=True)
-    for secret in exercised["secrets"]:
+    for secret in exercised["secrets"] + exercised["whatsapp"]:
         assert secret not in document
     assert not KEY_SHAPE.search(document)
     assert "fsec_" not in json.dumps(json.loads(document).get("components", {}).get("examples", {}))

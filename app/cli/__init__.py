@@ -14,6 +14,7 @@ from app.cli.maintenance import maintenance_cli
 from app.cli.numbers import numbers_cli
 from app.cli.tenants import tenants_cli
 from app.cli.users import users_cli
+from app.cli.whatsapp import whatsapp_cli
 
 
 def init_app(app: Flask) -> None:
@@ -28,6 +29,7 @@ def init_app(app: Flask) -> None:
         deliveries_cli,
         dev_cli,
         users_cli,
+        whatsapp_cli,
     ):
         app.cli.add_command(group)
     app.cli.add_command(demo)

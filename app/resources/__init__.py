@@ -22,10 +22,12 @@ from app.resources.phone_numbers.routes import blp as phone_numbers_blp
 from app.resources.usage.routes import blp as usage_blp
 from app.resources.versions.routes import blp as versions_blp
 from app.resources.webhooks.routes import blp as webhooks_blp
+from app.resources.whatsapp.routes import blp as whatsapp_blp
 
 TENANT_BLUEPRINTS = [
     agents_blp,
     phone_numbers_blp,
+    whatsapp_blp,
     functions_blp,
     versions_blp,
     calls_blp,

@@ -4,7 +4,7 @@ from flask.views import MethodView
 
 from app.errors import ErrorSchema
 from app.resources.calls.schemas import CallDetailSchema
-from app.resources.common import RuntimeBlueprint
+from app.resources.common import NO_STORE, RuntimeBlueprint
 from app.runtime.schemas import (
     CallAnsweredSchema,
     CallEndSchema,
@@ -15,10 +15,12 @@ from app.runtime.schemas import (
     FunctionOutcomeSchema,
     StartedCallSchema,
     TranscriptSchema,
+    WhatsAppNumberSchema,
 )
 from app.services import function_calls
 from app.services.calls import lifecycle as call_lifecycle
 from app.services.calls import outbound as outbound_calls
+from app.services.whatsapp import accounts as whatsapp_accounts
 
 blp = RuntimeBlueprint(
     "runtime",
@@ -157,3 +159,20 @@ class RuntimeFunctionCalls(MethodView):
         recorded and emits function.called.
         """
         return function_calls.invoke(call_id=call_id, **fields).as_dict()
+
+
+@blp.route("/whatsapp/numbers/<whatsapp_phone_number_id>")
+class RuntimeWhatsAppNumber(MethodView):
+    @blp.response(200, WhatsAppNumberSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
+    @blp.doc(operationId="getWhatsAppNumber")
+    def get(self, whatsapp_phone_number_id):
+        """Look up a WhatsApp number by Meta's id, with its account's secrets
+
+        One runtime serves every tenant's numbers: it checks the signature of Meta's webhooks
+        for the number with appSecret and calls Graph with accessToken. 404 when the number
+        is unknown, inactive or its account unlinked. The answer is never cached
+        (Cache-Control: no-store).
+        """
+        number = whatsapp_accounts.runtime_number(whatsapp_phone_number_id)
+        return number, NO_STORE

@@ -329,3 +329,29 @@ class FunctionOutcomeSchema(Schema):
         FunctionErrorSchema,
         metadata={"description": "Why there is no result (no result key then)."},
     )
+
+
+class WhatsAppNumberSchema(Schema):
+    """A WhatsApp number as the runtime serves it: with its account's secrets in clear."""
+
+    phone_number_id = fields.String(
+        required=True, metadata={"description": "The service's id of the number (pn_…)."}
+    )
+    display_number = fields.String(
+        required=True,
+        metadata={"description": "The number (E.164): the did of the calls it starts."},
+    )
+    access_token = fields.String(
+        required=True,
+        metadata={"description": "The account's access token, for Graph's calling requests."},
+    )
+    app_secret = fields.String(
+        required=True,
+        metadata={
+            "description": "The Meta app's secret, to check X-Hub-Signature-256 on webhooks."
+        },
+    )
+    graph_url = fields.String(
+        required=True,
+        metadata={"description": "Meta's Graph API base URL (WHATSAPP_GRAPH_URL) to call."},
+    )

@@ -12,12 +12,17 @@ from app.services.audit import Actor
 from app.util import new_id, utcnow
 
 E164 = re.compile(r"^\+[1-9]\d{6,14}$")
+# phone: added by an admin (flask numbers add), for a telephony provider; whatsapp: imported
+# from a tenant's WhatsApp Business account (app.services.whatsapp.accounts).
+CHANNELS = ("phone", "whatsapp")
 
 
-def list_numbers(*, tenant: Tenant | None = None) -> list[PhoneNumber]:
+def list_numbers(*, tenant: Tenant | None = None, channel: str | None = None) -> list[PhoneNumber]:
     query = PhoneNumber.select().order_by(PhoneNumber.created_at, PhoneNumber.id)
     if tenant is not None:
         query = query.where(PhoneNumber.tenant == tenant)
+    if channel is not None:
+        query = query.where(PhoneNumber.channel == channel)
     return list(query)
 
 

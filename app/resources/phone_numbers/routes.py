@@ -7,6 +7,7 @@ from app.resources.common import TenantBlueprint
 from app.resources.phone_numbers.schemas import (
     AssignAgentSchema,
     PhoneNumberListSchema,
+    PhoneNumberQueryArgsSchema,
     PhoneNumberSchema,
 )
 from app.services import phone_numbers as number_service
@@ -21,11 +22,12 @@ blp = TenantBlueprint(
 
 @blp.route("")
 class PhoneNumbers(MethodView):
+    @blp.arguments(PhoneNumberQueryArgsSchema, location="query")
     @blp.response(200, PhoneNumberListSchema)
     @blp.doc(operationId="listPhoneNumbers")
-    def get(self):
+    def get(self, args):
         """List phone numbers"""
-        return {"phone_numbers": number_service.list_numbers(tenant=current_tenant())}
+        return {"phone_numbers": number_service.list_numbers(tenant=current_tenant(), **args)}
 
 
 @blp.route("/<number_id>/assign-agent")

@@ -4,6 +4,7 @@ from marshmallow import fields, validate
 
 from app.resources.common import Schema
 from app.resources.fields import MAX_INT32, StrictInteger, Timestamp
+from app.services.phone_numbers import CHANNELS
 
 
 class PhoneNumberSchema(Schema):
@@ -36,7 +37,38 @@ class PhoneNumberSchema(Schema):
             "the agent's latest version at each call."
         },
     )
+    channel = fields.String(
+        dump_only=True,
+        required=True,
+        metadata={
+            "enum": list(CHANNELS),
+            "description": "phone: added by the operator, for a telephony provider; whatsapp: "
+            "imported from one of your WhatsApp Business accounts.",
+        },
+    )
+    whatsapp_phone_number_id = fields.String(
+        dump_only=True,
+        required=True,
+        allow_none=True,
+        metadata={"description": "Meta's id of the WhatsApp number, or null (channel phone)."},
+    )
+    quality_rating = fields.String(
+        dump_only=True,
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "Meta's quality rating of the WhatsApp number at the last sync "
+            "(GREEN, YELLOW, RED or UNKNOWN), or null (channel phone)."
+        },
+    )
     created_at = Timestamp(dump_only=True, required=True)
+
+
+class PhoneNumberQueryArgsSchema(Schema):
+    channel = fields.String(
+        validate=validate.OneOf(CHANNELS),
+        metadata={"description": "Only the numbers of this channel: phone or whatsapp."},
+    )
 
 
 class PhoneNumberListSchema(Schema):
