@@ -3,8 +3,10 @@
 import pytest
 
 from app.services import phone_numbers as number_service
+from app.services.whatsapp import accounts as account_service
 from tests.dashboard.audit import changes
 from tests.dashboard.conftest import csrf_token, sign_in
+from tests.fake_graph import number as listed_number
 from tests.helpers import ACTOR
 
 NUMBERS = "/dashboard/phone-numbers"
@@ -135,3 +137,16 @@ def test_junk_agent_ids_are_never_a_500(signed_in, post, number, value):
     assert response.status_code in (302, 404, 422), response.status_code
     response = post(f"{NUMBERS}/{value or 'x'}/assign-agent", {"agentId": ""})
     assert response.status_code in (404, 405, 414), response.status_code
+
+
+def test_numbers_page_shows_each_numbers_channel(signed_in, tenant, number, fake_graph):
+    token = "EAAG-dashboard-token-0001"
+    fake_graph.add_waba("9301", token, [listed_number("9311", "+62 811-930-0001", rating="RED")])
+    account_service.link(
+        actor=ACTOR, tenant=tenant, waba_id="9301", access_token=token, app_secret="dash-secret"
+    )
+    body = text(signed_in.get(NUMBERS))
+    assert '<th scope="col">Channel</th>' in body
+    assert "<td>Phone</td>" in body
+    assert 'WhatsApp <span class="muted">(quality red)</span>' in body
+    assert token not in body and "dash-secret" not in body
