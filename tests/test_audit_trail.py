@@ -282,6 +282,15 @@ DASHBOARD = {
         "webhook.replayed", {"since": "2000-01-01 00:00"}
     ),
     "/dashboard/webhooks/deliveries/<delivery_id>/retry": Change("delivery.retried"),
+    "/dashboard/settings/whatsapp": Change(
+        "whatsapp.linked",
+        {"waba_id": NEW_WABA, "access_token": NEW_TOKEN, "app_secret": "app-secret-2"},
+    ),
+    "/dashboard/settings/whatsapp/<account_id>/sync": Change("whatsapp.synced"),
+    "/dashboard/settings/whatsapp/<account_id>/token": Change(
+        "whatsapp.updated", {"access_token": TOKEN}
+    ),
+    "/dashboard/settings/whatsapp/<account_id>/unlink": Change("whatsapp.unlinked"),
 }
 DASHBOARD_EXEMPT = {
     "/dashboard/agents/<agent_id>/functions/<name>/test": Exempt(

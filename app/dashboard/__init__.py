@@ -187,6 +187,7 @@ NAVIGATION = (
     ("dashboard.credits", "Credits"),
     ("dashboard.usage", "Usage"),
     ("dashboard.webhooks", "Webhooks"),
+    ("dashboard.whatsapp_accounts", "WhatsApp"),
     ("dashboard.api_keys", "API keys"),
     ("dashboard.team", "Team"),
     ("dashboard.audit_log", "Audit log"),
@@ -312,6 +313,7 @@ def init_app(app) -> None:
         usage,
         versions,
         webhooks,
+        whatsapp,
     )
 
     app.register_blueprint(bp)

@@ -67,3 +67,22 @@ class ThresholdForm(FlaskForm):
             NumberRange(0, MAX_THRESHOLD, "Enter a whole number of minutes, 0 or more."),
         ],
     )
+
+
+# A WhatsApp Business account's id and secrets, as the API takes them
+# (app.resources.whatsapp.schemas).
+WABA_ID = Regexp(r"^[0-9]{1,64}$", message="Enter the account's numeric id from Meta.")
+ACCESS_TOKEN = [DataRequired(), Length(min=8, max=4096), NO_NUL]
+
+
+class LinkWhatsAppForm(FlaskForm):
+    waba_id = StringField("WhatsApp Business account id", validators=[DataRequired(), WABA_ID])
+    access_token = PasswordField("Access token", validators=ACCESS_TOKEN)
+    app_secret = PasswordField(
+        "App secret", validators=[DataRequired(), Length(min=8, max=256), NO_NUL]
+    )
+    label = StringField("Label (optional)", validators=[Length(max=100), NO_NUL])
+
+
+class WhatsAppTokenForm(FlaskForm):
+    access_token = PasswordField("New access token", validators=ACCESS_TOKEN)

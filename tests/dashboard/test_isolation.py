@@ -84,10 +84,10 @@ def test_every_id_route_has_a_factory(app):
 
 
 def test_another_tenants_ids_are_404_on_every_route_and_change_nothing(
-    app, intruder, tenant, agent_id
+    app, intruder, tenant, agent_id, fake_graph
 ):
     client, token = intruder
-    ctx = {"tenant": tenant, "agent_id": agent_id}
+    ctx = {"tenant": tenant, "agent_id": agent_id, "fake_graph": fake_graph}
     values = {name: factory(ctx) for name, factory in FACTORIES.items()}
     checked = []
     for rule, method in dashboard_routes(app):
