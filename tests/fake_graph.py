@@ -72,7 +72,7 @@ ERRORS: dict[str, tuple[int, dict[str, Any]]] = {
 
 @dataclass
 class Waba:
-    token: str
+    token: str | None  # None: any token is accepted
     numbers: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -103,6 +103,8 @@ class FakeGraph:
             self.messages: list[dict[str, Any]] = []
             self.fail: dict[str, Any] = {}
             self.next_link: str | None = None  # a paging.next to serve instead of our own
+            # The account served for a WABA id not added (None: Meta's unknown-object error).
+            self.any_waba: Waba | None = None
             self.receiver.requests.clear()
 
     # What the tests set up.
@@ -162,10 +164,10 @@ class FakeGraph:
         )
 
     def phone_numbers(self, waba_id: str, token: str, query: dict[str, str]) -> Answer:
-        waba = self.wabas.get(waba_id)
+        waba = self.wabas.get(waba_id) or self.any_waba
         if waba is None:
             return self.error("unknown_waba")
-        if token != waba.token:
+        if waba.token is not None and token != waba.token:
             return self.error("auth")
         start = int(query.get("after") or 0)
         page = waba.numbers[start : start + self.page_size]

@@ -5,7 +5,8 @@ WSGI app in-process: no 5xx, and every response has a status the document lists 
 (not only through "default"), the documented content type, headers and body schema.
 
 Path parameters are the generated ones or, half the time, the ids of records that exist
-(an agent, a number, a function, a call, a webhook, a delivery and an event of the tenant), so the
+(an agent, a number, a function, a call, a webhook, a delivery, an event and a WhatsApp
+Business account of the tenant, whose Graph API is the stand-in on loopback), so the
 operations are fuzzed past their 404s. A fuzzed DELETE or "ended" that consumes one of them
 is undone before the next case. Jobs go to the tests' Redis database, which no worker
 reads here, so nothing generated is ever sent anywhere (and the function's endpoint is a
@@ -18,7 +19,6 @@ tests/test_bad_input.py covers what differs (NUL characters).
 
 import json
 import re
-import secrets
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -30,7 +30,7 @@ from marshmallow import ValidationError
 from redis import Redis
 from urllib3.util import parse_url
 
-from app import create_app, db, vault
+from app import create_app, db
 from app.extensions import api
 from app.models import (
     Agent,
@@ -63,8 +63,10 @@ from app.services import webhooks as webhook_service
 from app.services.calls import constants as call_constants
 from app.services.calls import lifecycle as call_lifecycle
 from app.services.functions import MIN_TIMEOUT_MS
+from app.services.whatsapp import accounts as whatsapp_accounts
 from app.util import new_id, utcnow
 from tests.conftest import RUNTIME_TOKEN, TEST_SECRETS_KEY, fresh_database_url
+from tests.fake_graph import FakeGraph, Waba, number
 from tests.helpers import ACTOR
 
 # slow: the last test counts the cases the fuzz test ran in the same process, so the module
@@ -77,12 +79,14 @@ ENDPOINT = "http://127.0.0.1:9/orders"  # a closed local port
 API_KEY = "dkl_" + "fuzz" * 10  # a fixed key, so the schemathesis config can name it
 # The tenant's calls at once: without end, so the fuzzed starts never meet the limit.
 CONCURRENT_CALLS = 10**6
+WHATSAPP_WABA, WHATSAPP_TOKEN, WHATSAPP_NUMBER = "1077", "EAAG-fuzz-token", "1077001"
 
 
 class World:
     """Records of one tenant that fuzzed path parameters can name; kept alive between cases."""
 
-    def __init__(self) -> None:
+    def __init__(self, graph: FakeGraph) -> None:
+        self.graph = graph
         self.tenant = tenant_service.create_tenant(
             actor=ACTOR, name="fuzz", plan="business", concurrent_calls=CONCURRENT_CALLS
         )
@@ -174,22 +178,24 @@ class World:
                 actor=ACTOR, tenant=tenant, webhook_id=self.ids["webhook_id"]
             )
             self.ids["delivery_id"], self.ids["event_id"] = delivery.id, delivery.event_id
-        # A linked WhatsApp Business account, written as a link leaves it (a link would ask
-        # the Graph API, which is a closed local port here: fuzzed links, syncs and token
-        # changes answer whatsapp_unavailable).
+        # A linked WhatsApp Business account with one number, on the Graph API stand-in,
+        # which takes any token and knows any WABA id (without numbers): a schema-valid
+        # link, token change or sync is accepted as Meta would a real account's.
+        self.graph.add_waba(WHATSAPP_WABA, None, [number(WHATSAPP_NUMBER, "+62 811-077-0001")])
+        self.graph.any_waba = Waba(None)
         if (
             not WhatsAppAccount.select()
             .where(WhatsAppAccount.id == self.ids.get("account_id"))
             .exists()
         ):
-            self.ids["account_id"] = WhatsAppAccount.create(
-                id=new_id("waa"),
+            self.ids["account_id"] = whatsapp_accounts.link(
+                actor=ACTOR,
                 tenant=tenant,
-                waba_id=str(10**14 + secrets.randbelow(9 * 10**14)),
-                access_token_encrypted=vault.encrypt("EAAG-fuzz-token"),
-                app_secret_encrypted=vault.encrypt("fuzz-app-secret"),
-                token_hint="oken",
-            ).id
+                waba_id=WHATSAPP_WABA,
+                access_token=WHATSAPP_TOKEN,
+                app_secret="fuzz-app-secret",
+            ).account.id
+        self.ids["whatsapp_phone_number_id"] = WHATSAPP_NUMBER
 
 
 class Target:
@@ -210,7 +216,7 @@ TARGET = Target()
 
 
 @pytest.fixture(scope="module")
-def world(database_template, tmp_path_factory, redis_url):
+def world(database_template, tmp_path_factory, redis_url, graph_server):
     app = create_app(
         {
             "TESTING": True,
@@ -221,11 +227,12 @@ def world(database_template, tmp_path_factory, redis_url):
             "ALLOW_PRIVATE_URLS": True,
             "RATELIMIT_ENABLED": False,
             "SECRETS_KEY": TEST_SECRETS_KEY,
-            "WHATSAPP_GRAPH_URL": "http://127.0.0.1:9/v23.0",  # a closed local port
+            "WHATSAPP_GRAPH_URL": graph_server.url,
+            "MAX_WHATSAPP_ACCOUNTS_PER_TENANT": 10**6,  # fuzzed links are not refused
         }
     )
     with app.app_context():
-        TARGET.app, TARGET.world = app, World()
+        TARGET.app, TARGET.world = app, World(graph_server)
         yield TARGET.world
         TARGET.app = TARGET.world = None
         db.close_all()

@@ -54,6 +54,11 @@ def whatsapp_link(tenant_ref: str, waba_id: str, label: str) -> None:
         raise click.BadParameter("the account's numeric id from Meta.", param_hint="--waba-id")
     token = read_secret(TOKEN_VARIABLE, "Access token")
     app_secret = read_secret(APP_SECRET_VARIABLE, "App secret")
+    for name, value in (("access token", token), ("app secret", app_secret)):
+        if not (8 <= len(value) and value.isascii() and value.isprintable() and " " not in value):
+            raise click.ClickException(
+                f"The {name} must be at least 8 printable ASCII characters without spaces."
+            )
     imported = account_service.link(
         tenant=tenant,
         actor=CLI,

@@ -72,14 +72,17 @@ class ThresholdForm(FlaskForm):
 # A WhatsApp Business account's id and secrets, as the API takes them
 # (app.resources.whatsapp.schemas).
 WABA_ID = Regexp(r"^[0-9]{1,64}$", message="Enter the account's numeric id from Meta.")
-ACCESS_TOKEN = [DataRequired(), Length(min=8, max=4096), NO_NUL]
+VISIBLE_ASCII = Regexp(
+    r"^[\x21-\x7e]+$", message="Printable ASCII characters without spaces, as Meta gives it."
+)
+ACCESS_TOKEN = [DataRequired(), Length(min=8, max=4096), VISIBLE_ASCII]
 
 
 class LinkWhatsAppForm(FlaskForm):
     waba_id = StringField("WhatsApp Business account id", validators=[DataRequired(), WABA_ID])
     access_token = PasswordField("Access token", validators=ACCESS_TOKEN)
     app_secret = PasswordField(
-        "App secret", validators=[DataRequired(), Length(min=8, max=256), NO_NUL]
+        "App secret", validators=[DataRequired(), Length(min=8, max=256), VISIBLE_ASCII]
     )
     label = StringField("Label (optional)", validators=[Length(max=100), NO_NUL])
 

@@ -211,6 +211,8 @@ def test_without_secrets_key_linking_is_not_configured(app, client, headers, wab
     [
         (link_body(waba="12ab"), "wabaId"),
         (link_body(token="short"), "accessToken"),
+        (link_body(token="EAAG-token-with-\u00fc-1234"), "accessToken"),  # sent in a header
+        (link_body(secret="app secret with spaces"), "appSecret"),
         (link_body(secret=""), "appSecret"),
         (link_body(label="x" * 101), "label"),
         (link_body(extra=1), "extra"),

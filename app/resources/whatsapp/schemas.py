@@ -12,6 +12,14 @@ from app.services.whatsapp import accounts as account_service
 WABA_ID = r"^[0-9]{1,64}$"
 TOKEN_LENGTH = (8, 4096)
 APP_SECRET_LENGTH = (8, 256)
+# Visible ASCII: the token is sent in an HTTP header (Authorization: Bearer), and Meta's
+# tokens and app secrets are made of such characters.
+VISIBLE_ASCII = r"^[\x21-\x7e]+$"
+ASCII_ERROR = "Must be printable ASCII characters without spaces, as Meta gives it."
+
+
+def secret_rules(length: tuple[int, int]) -> list:
+    return [validate.Length(*length), validate.Regexp(VISIBLE_ASCII, error=ASCII_ERROR)]
 
 
 class WhatsAppAccountCreateSchema(Schema):
@@ -28,7 +36,7 @@ class WhatsAppAccountCreateSchema(Schema):
     access_token = fields.String(
         required=True,
         load_only=True,
-        validate=validate.Length(*TOKEN_LENGTH),
+        validate=secret_rules(TOKEN_LENGTH),
         metadata={
             "description": "A system user's permanent access token with the "
             "whatsapp_business_management and whatsapp_business_messaging permissions "
@@ -39,7 +47,7 @@ class WhatsAppAccountCreateSchema(Schema):
     app_secret = fields.String(
         required=True,
         load_only=True,
-        validate=validate.Length(*APP_SECRET_LENGTH),
+        validate=secret_rules(APP_SECRET_LENGTH),
         metadata={
             "description": "The Meta app's secret, with which the voice runtime checks "
             f"Meta's webhook signatures ({APP_SECRET_LENGTH[0]}–{APP_SECRET_LENGTH[1]} "
@@ -61,7 +69,7 @@ class WhatsAppAccountUpdateSchema(Schema):
     )
     access_token = fields.String(
         load_only=True,
-        validate=validate.Length(*TOKEN_LENGTH),
+        validate=secret_rules(TOKEN_LENGTH),
         metadata={
             "description": "A new access token (a rotation): tried first by listing the "
             "account's numbers with it, and stored only when Meta accepts it. Write-only."
@@ -69,7 +77,7 @@ class WhatsAppAccountUpdateSchema(Schema):
     )
     app_secret = fields.String(
         load_only=True,
-        validate=validate.Length(*APP_SECRET_LENGTH),
+        validate=secret_rules(APP_SECRET_LENGTH),
         metadata={"description": "A new app secret (after a reset in Meta's app). Write-only."},
     )
 
