@@ -28,6 +28,7 @@ from app.services import webhooks as webhook_service
 from app.services.calls import outbound as outbound_calls
 from tests.dashboard.conftest import PASSWORD, PerRequestContextClient, csrf_token, sign_in
 from tests.helpers import ACTOR
+from tests.whatsapp import whatsapp_number
 
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
 VARIABLE = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
@@ -108,6 +109,11 @@ def pause_campaign(world: World) -> None:
     )
 
 
+def use_whatsapp_number(world: World) -> None:
+    """The request names a WhatsApp number of the tenant (Meta is the tests' stand-in)."""
+    world.ids["number_id"] = whatsapp_number(world.tenant).id
+
+
 @dataclass(frozen=True)
 class Change:
     """A request that changes something, and the action of the one entry it writes."""
@@ -152,6 +158,9 @@ API = {
     ),
     ("POST", "/api/v1/phone-numbers/<number_id>/assign-agent"): Change(
         "number.assigned", {"agentId": None}
+    ),
+    ("POST", "/api/v1/phone-numbers/<number_id>/call-permission-requests"): Change(
+        "call_permission.requested", {"to": CALLEE}, prepare=use_whatsapp_number
     ),
     ("POST", "/api/v1/webhooks"): Change(
         "webhook.created", {"url": URL, "events": ["call.started"], "secret": "t" * 24}
