@@ -50,6 +50,13 @@ SWEEP_CAMPAIGNS = 200
 MAX_PERMISSION_WAIT_HOURS = 168
 # The RQ queue of the jobs that ask Meta and users for call permission (WHATSAPP_WORKERS).
 PERMISSION_QUEUE = "whatsapp"
+# Contacts a sweep marks awaiting permission, or asks Meta about again, per campaign at most.
+PERMISSION_BATCH = 100
+# How often Meta is asked again about a contact awaiting permission (a grant usually arrives
+# sooner, as the user's reply forwarded by the runtime).
+PERMISSION_RECHECK_MINUTES = 60
+# A permission request that failed for these reasons was not sent: the next recheck sends it.
+UNSENT = ("whatsapp_busy", "whatsapp_rate_limited", "whatsapp_unavailable", "not_configured")
 
 
 @dataclass(frozen=True)
@@ -366,7 +373,8 @@ def _place(campaign_id: str, tenant_id: str, now: datetime) -> int:
                     & (CampaignContact.next_attempt_at <= now)
                 )
                 .order_by(CampaignContact.next_attempt_at, CampaignContact.seq)
-                .limit(room)
+                # On a WhatsApp number contacts without permission use no room: look at more.
+                .limit(room if number.channel != "whatsapp" else max(room, PERMISSION_BATCH))
                 .tuples()
             ),
         )
@@ -377,7 +385,7 @@ def _place(campaign_id: str, tenant_id: str, now: datetime) -> int:
         if number.channel == "whatsapp":
             allowed = permissions.allowed(number.id, [to for _, to, _ in due], now)
             awaiting = [contact_id for contact_id, to, _ in due if to not in allowed]
-            due = [contact for contact in due if contact[1] in allowed]
+            due = [contact for contact in due if contact[1] in allowed][:room]
             _await_permission(campaign_id, awaiting, now)
         if not due:
             _due_again(campaign_id, now)  # the others may be due: to the back of the turn
@@ -421,11 +429,15 @@ def _place(campaign_id: str, tenant_id: str, now: datetime) -> int:
 def _await_permission(campaign_id: str, contact_ids: list[str], now: datetime) -> None:
     """pending → awaiting_permission for contacts the number may not call yet (no attempt
     used), and, once the sweep's transaction commits, a job each that asks Meta and, when
-    the campaign says so, asks the user (app.jobs.seek_call_permission)."""
+    the campaign says so, asks the user (app.jobs.seek_call_permission). While it waits a
+    contact's next_attempt_at is when Meta is asked again (_recheck_waits)."""
     if not contact_ids:
         return
     CampaignContact.update(
-        status="awaiting_permission", awaiting_since=now, next_attempt_at=None, updated_at=now
+        status="awaiting_permission",
+        awaiting_since=now,
+        next_attempt_at=now + timedelta(minutes=PERMISSION_RECHECK_MINUTES),
+        updated_at=now,
     ).where(CampaignContact.id.in_(contact_ids)).execute()
     Campaign.update(
         {
@@ -441,7 +453,8 @@ def _await_permission(campaign_id: str, contact_ids: list[str], now: datetime) -
 def seek_call_permission(*, contact_id: str) -> str:
     """For a contact awaiting permission: Meta's answer now (a grant makes it due at once),
     else, with the campaign's whatsapp.requestPermission, one permission request to the user
-    (never a second: the contact is marked before it is sent). Graph requests outside any
+    (never a second: the contact is marked before it is sent, and unmarked only when Meta
+    could not be reached, so that the next recheck sends it). Graph requests outside any
     transaction. What happened: granted, requested, waiting or skipped."""
     contact = CampaignContact.get_or_none(CampaignContact.id == contact_id)
     if contact is None or contact.status != "awaiting_permission":
@@ -450,10 +463,13 @@ def seek_call_permission(*, contact_id: str) -> str:
     number = PhoneNumber.get_or_none(PhoneNumber.id == campaign.phone_number_id)
     if number is None or campaign.status not in ("running", "paused"):
         return "skipped"
+    try:
+        permissions.require_whatsapp(number)
+    except AppError:
+        return "skipped"  # the number left WhatsApp: its contacts wait out their time
     to = contact.to_number
     permission: permissions.Permission | None = None
     try:
-        permissions.require_whatsapp(number)
         permission = permissions.ask_meta(number, to)
     except AppError as exc:
         log.warning("call permission of contact %s not checked: %s", contact_id, exc.code)
@@ -462,8 +478,8 @@ def seek_call_permission(*, contact_id: str) -> str:
     settings = campaign.whatsapp or {}
     if not settings.get("requestPermission") or contact.permission_requested_at is not None:
         return "waiting"
-    if permission is not None and not permission.can_request:
-        return "waiting"  # Meta says no request may be sent now (its limits)
+    if permission is None or not permission.can_request:
+        return "waiting"  # Meta did not answer, or allows no request now: the next recheck
     with transaction():
         claimed = (
             CampaignContact.update(permission_requested_at=utcnow())
@@ -482,14 +498,49 @@ def seek_call_permission(*, contact_id: str) -> str:
         )
     except AppError as exc:
         log.warning("call permission request of contact %s not sent: %s", contact_id, exc.code)
+        if exc.code in UNSENT:
+            with transaction():
+                CampaignContact.update(permission_requested_at=None).where(
+                    CampaignContact.id == contact_id
+                ).execute()
         return "waiting"
     return "requested"
 
 
-def _expire_waits(now: datetime) -> int:
-    """End the contacts of running campaigns that awaited permission longer than their
-    campaign's permissionWaitHours (failed, lastOutcome no_permission); how many. A
-    transaction only for a campaign that has such contacts."""
+def _recheck_waits(campaign_id: str, now: datetime) -> int:
+    """Ask Meta again about the campaign's contacts awaiting permission whose next check is
+    due (a job each, after commit), at most PERMISSION_BATCH per sweep; how many."""
+    with transaction():
+        campaign = campaign_progress.lock_with_tenant(campaign_id)
+        if campaign is None or campaign.status != "running":
+            return 0
+        query = (
+            CampaignContact.select(CampaignContact.id)
+            .where(
+                (CampaignContact.campaign == campaign_id)
+                & (CampaignContact.status == "awaiting_permission")
+                & (CampaignContact.next_attempt_at <= now)
+            )
+            .order_by(CampaignContact.next_attempt_at, CampaignContact.seq)
+            .limit(PERMISSION_BATCH)
+            .tuples()
+        )
+        ids = [row[0] for row in cast(list[tuple[str]], list(query))]
+        if not ids:
+            return 0
+        CampaignContact.update(
+            next_attempt_at=now + timedelta(minutes=PERMISSION_RECHECK_MINUTES)
+        ).where(CampaignContact.id.in_(ids)).execute()
+        for contact_id in ids:
+            queue.defer(PERMISSION_QUEUE, "app.jobs.seek_call_permission", contact_id)
+    return len(ids)
+
+
+def _serve_waits(now: datetime) -> int:
+    """For each running campaign with contacts awaiting permission: end those that waited
+    longer than its permissionWaitHours (failed, lastOutcome no_permission), and ask Meta
+    again about those whose recheck is due. A transaction only for a campaign that has such
+    contacts; how many ended."""
     waiting = (
         Campaign.select(Campaign.id, Campaign.permission_wait_hours)
         .where((Campaign.status == "running") & (Campaign.awaiting_permission_count > 0))
@@ -497,18 +548,23 @@ def _expire_waits(now: datetime) -> int:
     )
     ended = 0
     for campaign_id, hours in cast(list[tuple[str, int]], list(waiting)):
-        oldest = (
-            CampaignContact.select(pw.fn.MIN(CampaignContact.awaiting_since))
+        first = (
+            CampaignContact.select(
+                pw.fn.MIN(CampaignContact.awaiting_since),
+                pw.fn.MIN(CampaignContact.next_attempt_at),
+            )
             .where(
                 (CampaignContact.campaign == campaign_id)
                 & (CampaignContact.status == "awaiting_permission")
             )
-            .scalar()
+            .tuples()
         )
-        if oldest is None or oldest > now - timedelta(hours=hours):
-            continue
-        with transaction():
-            ended += campaign_progress.expire_waits(campaign_id, now)
+        oldest, recheck = cast(tuple[datetime | None, datetime | None], first.get())
+        if oldest is not None and oldest <= now - timedelta(hours=hours):
+            with transaction():
+                ended += campaign_progress.expire_waits(campaign_id, now)
+        if recheck is not None and recheck <= now:
+            _recheck_waits(campaign_id, now)
     return ended
 
 
@@ -541,5 +597,5 @@ def place_due(*, now: datetime | None = None) -> int:
     """The sweep: queue the calls of the due campaigns' due contacts that their windows and
     their room allow, one transaction per campaign; how many calls were queued."""
     now = now or utcnow()
-    _expire_waits(now)
+    _serve_waits(now)
     return sum(_place(campaign, tenant, now) for campaign, tenant in _due_campaigns(now))

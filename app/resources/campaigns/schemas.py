@@ -335,7 +335,10 @@ class ContactSchema(Schema):
     next_attempt_at = Timestamp(
         required=True,
         allow_none=True,
-        metadata={"description": "While pending: when it is due (inside the window)."},
+        metadata={
+            "description": "While pending: when it is due (inside the window); while "
+            "awaiting_permission: when Meta is asked about its permission again."
+        },
     )
     awaiting_since = Timestamp(
         required=True,

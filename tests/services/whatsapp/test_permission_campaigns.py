@@ -7,6 +7,8 @@ import pytest
 
 from app.models import Call, Campaign, CampaignContact
 from app.services import billing
+from app.services import campaigns as campaign_service
+from app.util import utcnow
 from tests.campaigns import answered, claim, contacts, counts, create, created, sweep
 from tests.helpers import ACTOR, assert_error
 from tests.whatsapp import permission_reply, whatsapp_number
@@ -193,3 +195,59 @@ def test_permission_wait_hours_out_of_range_are_422(client, headers, number, hou
     response = create(client, headers, number.id, [GRANTED_LATER], permissionWaitHours=hours)
     error = assert_error(response, 422, "validation_error")
     assert list(error["details"]) == ["permissionWaitHours"]
+
+
+def test_one_sweep_marks_every_due_contact_without_permission_whatever_the_room(
+    client, headers, number, fake_graph
+):
+    everyone = [HAS_PERMISSION, GRANTED_LATER, NEVER_ANSWERS]
+    campaign_id = created(client, headers, number.id, everyone, maxConcurrentCalls=1)
+    assert sweep() == 0
+    assert set(statuses(campaign_id).values()) == {"awaiting_permission"}
+    assert counts(campaign_id)["pending"] == 0
+
+
+def test_a_waiting_contact_is_asked_about_again_after_the_recheck_interval(
+    client, headers, number, fake_graph
+):
+    campaign_id = created(client, headers, number.id, [GRANTED_LATER])
+    sweep()
+    checks = len(fake_graph.requests)
+    fake_graph.grant(number.whatsapp_phone_number_id, GRANTED_LATER, "permanent")
+    assert sweep() == 0  # not yet: the user's reply usually comes first
+    assert len(fake_graph.requests) == checks
+    later = utcnow() + timedelta(minutes=campaign_service.PERMISSION_RECHECK_MINUTES + 1)
+    assert sweep(later) == 1  # asked again, granted, due and placed in the same sweep
+    assert statuses(campaign_id) == {GRANTED_LATER: "in_progress"}
+
+
+def test_a_request_meta_could_not_take_is_sent_at_the_next_recheck(
+    client, headers, number, fake_graph
+):
+    campaign_id = created(
+        client, headers, number.id, [GRANTED_LATER], whatsapp={"requestPermission": True}
+    )
+    fake_graph.fail["messages"] = "server"
+    sweep()
+    (contact,) = contacts(campaign_id)
+    assert contact.permission_requested_at is None
+    fake_graph.fail.clear()
+    later = utcnow() + timedelta(minutes=campaign_service.PERMISSION_RECHECK_MINUTES + 1)
+    sweep(later)
+    sweep(later + timedelta(minutes=campaign_service.PERMISSION_RECHECK_MINUTES + 1))
+    assert [message["to"] for message in fake_graph.messages] == [GRANTED_LATER.lstrip("+")]
+    (contact,) = contacts(campaign_id)
+    assert contact.permission_requested_at is not None
+
+
+def test_a_request_over_metas_limit_is_not_sent_again(client, headers, number, fake_graph):
+    campaign_id = created(
+        client, headers, number.id, [GRANTED_LATER], whatsapp={"requestPermission": True}
+    )
+    fake_graph.fail["messages"] = "request_limit"
+    sweep()
+    fake_graph.fail.clear()
+    later = utcnow() + timedelta(minutes=campaign_service.PERMISSION_RECHECK_MINUTES + 1)
+    sweep(later)
+    assert fake_graph.messages == []
+    assert statuses(campaign_id) == {GRANTED_LATER: "awaiting_permission"}
