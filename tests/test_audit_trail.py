@@ -200,6 +200,9 @@ DASHBOARD = {
     "/dashboard/agents/new": Change("agent.created", {"name": "Front desk", "systemPrompt": "Hi."}),
     "/dashboard/agents/<agent_id>": Change("agent.updated", {"name": "Front desk"}),
     "/dashboard/agents/<agent_id>/delete": Change("agent.deleted"),
+    "/dashboard/phone-numbers/<number_id>/call-permission-requests": Change(
+        "call_permission.requested", {"to": CALLEE}, prepare=use_whatsapp_number
+    ),
     "/dashboard/agents/<agent_id>/call": Change(
         "call.placed",
         {"phoneNumberId": "{number_id}", "to": "+6281311113333", "variables": "{}"},

@@ -403,8 +403,17 @@ def plans_a_campaign_badly(case) -> bool:
             return True
         if isinstance(start, str) and isinstance(end, str) and end <= start:
             return True
+    if "whatsapp" in body:
+        return True  # for WhatsApp numbers only, and the world's numbers are phone numbers
     calls = body.get("maxConcurrentCalls")
     return isinstance(calls, int) and calls > CONCURRENT_CALLS
+
+
+def asks_with_text_and_template(case) -> bool:
+    """A call permission request with both text and a template: one or the other, a rule
+    between two fields stated in words."""
+    body = case.body if case.operation.path.endswith("/call-permission-requests") else None
+    return isinstance(body, dict) and "text" in body and "template" in body
 
 
 def reports_an_empty_or_long_range(case) -> bool:
@@ -524,6 +533,7 @@ def test_operation_conforms_to_the_document(case, world):
         or names_a_variable_badly(case)
         or pins_no_agent(case)
         or plans_a_campaign_badly(case)
+        or asks_with_text_and_template(case)
     ):
         return  # a 422 either way, as above
     if case.method == "GET" and (

@@ -301,6 +301,7 @@ def init_app(app) -> None:
     from app.dashboard import (  # noqa: F401  (views register on bp)
         agents,
         auth,
+        call_permissions,
         calls,
         campaigns,
         credits,
