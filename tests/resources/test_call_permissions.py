@@ -253,3 +253,19 @@ def test_meta_slow_for_one_tenant_does_not_hold_another_tenants_check(
         slow.join()
     assert response.status_code == 200, response.get_data(as_text=True)
     assert took < 1.0
+
+
+def test_an_outbound_call_with_an_idempotency_key_is_checked_once_and_replayed(
+    client, headers, number, fake_graph
+):
+    keyed = {**headers, "Idempotency-Key": "call-budi-1"}
+    refused = place(client, keyed, number.id)
+    assert_error(refused, 409, "no_call_permission")
+    fake_graph.grant(number.whatsapp_phone_number_id, USER, "permanent")
+    keyed = {**headers, "Idempotency-Key": "call-budi-2"}
+    first = place(client, keyed, number.id)
+    assert first.status_code == 201, first.get_data(as_text=True)
+    again = place(client, keyed, number.id)
+    assert again.status_code == 201 and again.json["id"] == first.json["id"]
+    assert Call.select().count() == 1
+    assert CallPermission.get(user_number=USER).status == "permanent"
