@@ -112,7 +112,7 @@ WEBHOOK_SLOW_WORKERS = 2
 # WHATSAPP_GRAPH_TENANT_PLACES, so a tenant whose requests Meta answers slowly holds some of
 # them, never all (its jobs beyond its places are answered whatsapp_busy at once and retried
 # at the contact's next recheck).
-WHATSAPP_WORKERS = 4
+WHATSAPP_WORKERS = 3
 
 # A worker serving only the webhooks queue lowers its CPU priority by this much (nice), so on
 # a busy machine the web processes and the functions worker, on which a caller waits, run
