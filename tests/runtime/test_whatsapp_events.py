@@ -56,7 +56,10 @@ def test_other_messages_and_unknown_numbers_are_ignored(client, runtime_headers,
     unknown = permission_reply("999999", USER)
     odd = permission_reply(number.whatsapp_phone_number_id, USER, response="maybe")
     bad_sender = permission_reply(number.whatsapp_phone_number_id, "not-a-number")
-    response = forward(client, runtime_headers, text, statuses, unknown, odd, bad_sender, {})
+    other_digits = permission_reply(number.whatsapp_phone_number_id, "٦٢٨١٢٣٤٥٦٧٨")
+    response = forward(
+        client, runtime_headers, text, statuses, unknown, odd, bad_sender, other_digits, {}
+    )
     assert response.status_code == 202
     assert response.json == {"accepted": 0}
     assert CallPermission.select().count() == 0

@@ -17,6 +17,7 @@ withdrawing it in WhatsApp or the day's 100 calls being used: the runtime's call
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -46,6 +47,8 @@ DEFAULT_TEXT = (
     "Bolehkah kami menelepon Anda melalui WhatsApp? Ketuk tombol di bawah untuk memberi izin."
 )
 MAX_TEXT = 1024  # Meta's limit on an interactive message's body
+# A user's WhatsApp id: the digits of an international number (ASCII only).
+WA_ID = re.compile(r"[1-9][0-9]{6,14}")
 
 
 @dataclass(frozen=True)
@@ -372,8 +375,7 @@ def receive_events(values: list[dict[str, Any]]) -> int:
                 message.get("type") != "interactive"
                 or interactive.get("type") != "call_permission_reply"
                 or not isinstance(sender, str)
-                or not sender.lstrip("+").isdigit()
-                or not 7 <= len(sender.lstrip("+")) <= 15
+                or not WA_ID.fullmatch(sender.lstrip("+"))
             ):
                 continue
             # Meta nests the reply under call_permission_reply; read it beside too.
