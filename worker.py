@@ -9,7 +9,8 @@ function calls at once and never wait behind deliveries or function tests (the
 function_tests queue, served by FUNCTION_TEST_WORKERS beside them), and WEBHOOK_WORKERS send
 that many deliveries at once, so one slow receiver does not hold up the others; beside them
 WEBHOOK_SLOW_WORKERS serve the slow lane (webhooks_slow), where a webhook whose attempts
-time out is sent until it answers in time again. The main process
+time out is sent until it answers in time again, and WHATSAPP_WORKERS the whatsapp queue
+(campaign contacts' call permission checks and requests to Meta). The main process
 builds the app once, starts a process per pool and, when it serves webhooks, sweeps due
 deliveries every SWEEP_INTERVAL seconds. SIGTERM or SIGINT stops it once the jobs in hand
 are done.
@@ -37,7 +38,11 @@ QUEUES = ["functions", "webhooks"]
 # The pools each of those runs: an RQ queue, and the setting that says how many workers.
 POOLS = {
     "functions": (("functions", "FUNCTION_WORKERS"), ("function_tests", "FUNCTION_TEST_WORKERS")),
-    "webhooks": (("webhooks", "WEBHOOK_WORKERS"), ("webhooks_slow", "WEBHOOK_SLOW_WORKERS")),
+    "webhooks": (
+        ("webhooks", "WEBHOOK_WORKERS"),
+        ("webhooks_slow", "WEBHOOK_SLOW_WORKERS"),
+        ("whatsapp", "WHATSAPP_WORKERS"),
+    ),
 }
 
 log = logging.getLogger("worker")

@@ -107,6 +107,12 @@ FUNCTION_TENANT_SHARE = 0.5
 WEBHOOK_IN_FLIGHT_PER_WEBHOOK = 2
 WEBHOOK_TENANT_SHARE = 0.5
 WEBHOOK_SLOW_WORKERS = 2
+# RQ workers of a worker.py serving webhooks for the whatsapp queue: campaign contacts' call
+# permission checks and requests to Meta, apart from the deliveries. More than
+# WHATSAPP_GRAPH_TENANT_PLACES, so a tenant whose requests Meta answers slowly holds some of
+# them, never all (its jobs beyond its places are answered whatsapp_busy at once and retried
+# at the contact's next recheck).
+WHATSAPP_WORKERS = 3
 
 # A worker serving only the webhooks queue lowers its CPU priority by this much (nice), so on
 # a busy machine the web processes and the functions worker, on which a caller waits, run

@@ -43,6 +43,13 @@ def run_function_test(invocation: dict[str, Any]) -> dict[str, Any]:
         return function_tests.run_test_job(function_calls.Invocation(**invocation))
 
 
+def seek_call_permission(contact_id: str) -> str:
+    """Ask Meta (and, when its campaign says so, the user) for a waiting campaign contact's
+    call permission; what happened."""
+    with database.connection_context():
+        return campaigns.seek_call_permission(contact_id=contact_id)
+
+
 def sweep() -> int:
     """The periodic upkeep: dispatch every due delivery that no job holds (how many were
     dispatched), release the credit holds of calls that never ended, and place the calls of

@@ -73,7 +73,7 @@ class QueueDepthCollector(Collector):
             with Redis.from_url(
                 self.redis_url, socket_connect_timeout=1, socket_timeout=1
             ) as client:
-                for name in ("functions", "function_tests", *queue.WEBHOOK_QUEUES):
+                for name in ("functions", "function_tests", *queue.WEBHOOK_QUEUES, "whatsapp"):
                     family.add_metric([name], queue.depth(client, name))
         except RedisError:
             pass

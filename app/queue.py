@@ -5,9 +5,10 @@ enqueues it once that transaction commits (peewee's after_commit), so a job neve
 uncommitted rows and a rolled-back change sends nothing. The database row stays the truth;
 a lost enqueue is picked up again by the delivery sweeper.
 
-Four RQ queues: `functions` (a caller waits on the line for each job's return value),
+Five RQ queues: `functions` (a caller waits on the line for each job's return value),
 `function_tests` (the same for function tests, served apart so that they never hold up a
-call), `webhooks` and `webhooks_slow` (the slow lane of deliveries). Inline mode (no Redis)
+call), `webhooks` and `webhooks_slow` (the slow lane of deliveries), and `whatsapp` (campaign
+contacts' call permission checks and requests to Meta). Inline mode (no Redis)
 runs the same job functions in the process that enqueues them: a delivery's job enqueued
 during an HTTP request goes to one background thread
 of the web process, so the response never waits on a slow receiver, and that thread also
@@ -50,6 +51,9 @@ JOB_OPTIONS: dict[str, dict[str, Any]] = {
     "function_tests": {"timeout": 30, "ttl": 30, "result_ttl": 60, "failure_ttl": 600},
     "webhooks": {"result_ttl": 10, "failure_ttl": 24 * 3600},
     "webhooks_slow": {"result_ttl": 10, "failure_ttl": 24 * 3600},
+    # Call permission checks and requests of campaign contacts (Graph requests, each within
+    # WHATSAPP_GRAPH_TIMEOUT).
+    "whatsapp": {"timeout": 60, "result_ttl": 10, "failure_ttl": 24 * 3600},
 }
 WEBHOOK_QUEUES = ("webhooks", "webhooks_slow")  # the fast lane and the slow one
 RESULT_POLL_S = 0.005

@@ -30,6 +30,7 @@ from app.services.whatsapp import accounts as whatsapp_accounts
 from tests.dashboard.conftest import PASSWORD, PerRequestContextClient, csrf_token, sign_in
 from tests.fake_graph import number as listed_number
 from tests.helpers import ACTOR
+from tests.whatsapp import whatsapp_number
 
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
 VARIABLE = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
@@ -120,6 +121,11 @@ def pause_campaign(world: World) -> None:
     )
 
 
+def use_whatsapp_number(world: World) -> None:
+    """The request names a WhatsApp number of the tenant (Meta is the tests' stand-in)."""
+    world.ids["number_id"] = whatsapp_number(world.tenant).id
+
+
 @dataclass(frozen=True)
 class Change:
     """A request that changes something, and the action of the one entry it writes."""
@@ -165,6 +171,9 @@ API = {
     ),
     ("POST", "/api/v1/phone-numbers/<number_id>/assign-agent"): Change(
         "number.assigned", {"agentId": None}
+    ),
+    ("POST", "/api/v1/phone-numbers/<number_id>/call-permission-requests"): Change(
+        "call_permission.requested", {"to": CALLEE}, prepare=use_whatsapp_number
     ),
     ("POST", "/api/v1/webhooks"): Change(
         "webhook.created", {"url": URL, "events": ["call.started"], "secret": "t" * 24}
@@ -215,6 +224,9 @@ DASHBOARD = {
     "/dashboard/agents/<agent_id>/prompt": Change("agent.updated", {"systemPrompt": "Hello."}),
     "/dashboard/agents/<agent_id>/tools": Change("agent.updated", {"toolsEnabled": "end_call"}),
     "/dashboard/agents/<agent_id>/delete": Change("agent.deleted"),
+    "/dashboard/phone-numbers/<number_id>/call-permission-requests": Change(
+        "call_permission.requested", {"to": CALLEE}, prepare=use_whatsapp_number
+    ),
     "/dashboard/agents/<agent_id>/call": Change(
         "call.placed",
         {"phoneNumberId": "{number_id}", "to": "+6281311113333", "variables": "{}"},

@@ -302,6 +302,7 @@ def init_app(app) -> None:
     from app.dashboard import (  # noqa: F401  (views register on bp)
         agents,
         auth,
+        call_permissions,
         calls,
         campaigns,
         credits,

@@ -81,6 +81,7 @@ class Campaign(BaseModel):
             "in_progress": self.in_progress_count,
             "completed": self.completed_count,
             "failed": self.failed_count,
+            "awaiting_permission": self.awaiting_permission_count,
         }
 
     class Meta:

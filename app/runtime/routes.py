@@ -15,12 +15,15 @@ from app.runtime.schemas import (
     FunctionOutcomeSchema,
     StartedCallSchema,
     TranscriptSchema,
+    WhatsAppEventsAcceptedSchema,
+    WhatsAppEventsSchema,
     WhatsAppNumberSchema,
 )
 from app.services import function_calls
 from app.services.calls import lifecycle as call_lifecycle
 from app.services.calls import outbound as outbound_calls
 from app.services.whatsapp import accounts as whatsapp_accounts
+from app.services.whatsapp import permissions
 
 blp = RuntimeBlueprint(
     "runtime",
@@ -176,3 +179,19 @@ class RuntimeWhatsAppNumber(MethodView):
         """
         number = whatsapp_accounts.runtime_number(whatsapp_phone_number_id)
         return number, NO_STORE
+
+
+@blp.route("/whatsapp/events")
+class RuntimeWhatsAppEvents(MethodView):
+    @blp.arguments(WhatsAppEventsSchema())
+    @blp.response(202, WhatsAppEventsAcceptedSchema)
+    @blp.doc(operationId="forwardWhatsAppEvents")
+    def post(self, fields):
+        """Forward Meta's WhatsApp messages
+
+        The `value` objects of the messages webhooks the runtime received and verified. A
+        call_permission_reply (accept or reject, permanent or until its expiration) updates
+        the number's record of that user, and a grant makes the user's contacts awaiting
+        permission in the number's campaigns due at once. Other messages are ignored.
+        """
+        return {"accepted": permissions.receive_events(fields["values"])}

@@ -17,7 +17,11 @@ from app.services.calls.constants import (
     MAX_METADATA_BYTES,
     MAX_TURN_BYTES,
     MAX_TURNS,
+    MAX_WHATSAPP_EVENT_BYTES,
+    MAX_WHATSAPP_VALUES,
     TURN_ROLES,
+    WHATSAPP_HANGUP_REASONS,
+    metadata_bytes,
 )
 
 E164_ERROR = "Must be an international number such as +6221555010."
@@ -198,7 +202,11 @@ class CallEndSchema(Schema):
     hangup_reason = fields.String(
         required=True,
         validate=validate.Length(1, 64),
-        metadata={"description": "e.g. normal."},
+        metadata={
+            "description": "e.g. normal; no_answer, busy or voicemail for an unanswered "
+            f"outbound call; on WhatsApp also {' and '.join(WHATSAPP_HANGUP_REASONS)} (the "
+            "user rejected the call; Meta refused it for want of the user's permission)."
+        },
     )
     hangup_initiator = fields.String(
         required=True,
@@ -354,4 +362,29 @@ class WhatsAppNumberSchema(Schema):
     graph_url = fields.String(
         required=True,
         metadata={"description": "Meta's Graph API base URL (WHATSAPP_GRAPH_URL) to call."},
+    )
+
+
+def whatsapp_values_size(values: list[Any]) -> None:
+    if metadata_bytes({"values": values}) > MAX_WHATSAPP_EVENT_BYTES:
+        raise ValidationError(f"At most {MAX_WHATSAPP_EVENT_BYTES:,} bytes as compact JSON.")
+
+
+class WhatsAppEventsSchema(Schema):
+    values = fields.List(
+        fields.Dict(),
+        required=True,
+        validate=[validate.Length(1, MAX_WHATSAPP_VALUES), whatsapp_values_size],
+        metadata={
+            "description": "The `value` objects of Meta's messages webhook changes, as Meta "
+            f"sent them: 1 to {MAX_WHATSAPP_VALUES}, at most "
+            f"{MAX_WHATSAPP_EVENT_BYTES:,} bytes as compact JSON."
+        },
+    )
+
+
+class WhatsAppEventsAcceptedSchema(Schema):
+    accepted = fields.Integer(
+        required=True,
+        metadata={"description": "Call permission replies applied; anything else is ignored."},
     )

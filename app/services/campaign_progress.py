@@ -7,15 +7,20 @@ a process killed in between leaves all of them as they were.
 """
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from app.db import is_sqlite
-from app.models import Call, Campaign, CampaignContact
+from app.models import Call, Campaign, CampaignContact, Tenant
 from app.services import events
 from app.util import isoformat, utcnow
 
 CAMPAIGN_STATUSES = ("running", "paused", "canceled", "completed")
-CONTACT_STATUSES = ("pending", "in_progress", "completed", "failed")
+# awaiting_permission: on a WhatsApp number, waiting for the user's call permission (no
+# attempt used); it becomes pending when a grant arrives, or failed (lastOutcome
+# no_permission) after the campaign's permissionWaitHours.
+CONTACT_STATUSES = ("pending", "in_progress", "completed", "failed", "awaiting_permission")
+# A contact's last outcome when its wait for the user's permission ran out.
+NO_PERMISSION = "no_permission"
 # Why an outbound call went unanswered (its hangupReason), as the runtime reports it.
 UNANSWERED = ("no_answer", "busy", "voicemail")
 # The outcomes a campaign may retry: those, and any other failure ("failed").
@@ -27,6 +32,7 @@ COUNTERS = {
     "in_progress": Campaign.in_progress_count,
     "completed": Campaign.completed_count,
     "failed": Campaign.failed_count,
+    "awaiting_permission": Campaign.awaiting_permission_count,
 }
 
 
@@ -100,9 +106,100 @@ def contact_done(call: Call) -> None:
     _complete_if_done(updated, now)
 
 
+def release_awaiting(*, phone_number_id: str, user_number: str, now: datetime) -> int:
+    """The user's contacts awaiting permission in the number's running or paused campaigns
+    become pending and due at once (a grant arrived); how many. Call inside a transaction."""
+    query = (
+        CampaignContact.select(CampaignContact.campaign)
+        .join(Campaign)
+        .where(
+            (Campaign.phone_number == phone_number_id)
+            & Campaign.status.in_(("running", "paused"))
+            & (CampaignContact.status == "awaiting_permission")
+            & (CampaignContact.to_number == user_number)
+        )
+        .distinct()
+        .order_by(CampaignContact.campaign)
+        .tuples()
+    )
+    campaign_ids = [str(row[0]) for row in cast(list[tuple[str]], list(query))]
+    released = 0
+    for campaign_id in campaign_ids:
+        campaign = lock_with_tenant(campaign_id)
+        if campaign is None or campaign.status not in ("running", "paused"):
+            continue
+        count = (
+            CampaignContact.update(
+                status="pending", next_attempt_at=now, awaiting_since=None, updated_at=now
+            )
+            .where(
+                (CampaignContact.campaign == campaign_id)
+                & (CampaignContact.status == "awaiting_permission")
+                & (CampaignContact.to_number == user_number)
+            )
+            .execute()
+        )
+        if count:
+            Campaign.update(
+                {
+                    Campaign.awaiting_permission_count: Campaign.awaiting_permission_count - count,
+                    Campaign.pending_count: Campaign.pending_count + count,
+                    Campaign.due_at: now,
+                    Campaign.updated_at: now,
+                }
+            ).where(Campaign.id == campaign_id).execute()
+            released += count
+    return released
+
+
+def lock_with_tenant(campaign_id: str) -> Campaign | None:
+    """The campaign locked after its tenant's row (PostgreSQL), the order every step that
+    ends a call takes them in."""
+    if not is_sqlite():
+        tenant_id = Campaign.select(Campaign.tenant).where(Campaign.id == campaign_id).scalar()
+        Tenant.select(Tenant.id).where(Tenant.id == tenant_id).for_update().execute()
+    return lock(campaign_id)
+
+
+def expire_waits(campaign_id: str, now: datetime) -> int:
+    """The campaign's contacts that awaited permission longer than its permissionWaitHours
+    end failed (lastOutcome no_permission); how many. Call inside a transaction."""
+    campaign = lock_with_tenant(campaign_id)
+    if campaign is None or campaign.status != "running":
+        return 0
+    cutoff = now - timedelta(hours=campaign.permission_wait_hours)
+    count = (
+        CampaignContact.update(
+            status="failed", last_outcome=NO_PERMISSION, next_attempt_at=None, updated_at=now
+        )
+        .where(
+            (CampaignContact.campaign == campaign_id)
+            & (CampaignContact.status == "awaiting_permission")
+            & (CampaignContact.awaiting_since <= cutoff)
+        )
+        .execute()
+    )
+    if count:
+        (updated,) = (
+            Campaign.update(
+                {
+                    Campaign.awaiting_permission_count: Campaign.awaiting_permission_count - count,
+                    Campaign.failed_count: Campaign.failed_count + count,
+                    Campaign.updated_at: now,
+                }
+            )
+            .where(Campaign.id == campaign_id)
+            .returning(Campaign)
+            .execute()
+        )
+        _complete_if_done(updated, now)
+    return count
+
+
 def _complete_if_done(campaign: Campaign, now: datetime) -> None:
-    """running or paused, with nothing pending or in progress: completed, and its event."""
-    if campaign.pending_count or campaign.in_progress_count:
+    """running or paused, with nothing pending, in progress or awaiting permission:
+    completed, and its event."""
+    if campaign.pending_count or campaign.in_progress_count or campaign.awaiting_permission_count:
         return
     if campaign.status not in ("running", "paused"):
         return

@@ -17,6 +17,8 @@ CAMPAIGN_FIELDS = [
     "maxConcurrentCalls",
     "schedule",
     "retry",
+    "whatsapp",
+    "permissionWaitHours",
     "counts",
     "createdAt",
     "updatedAt",
@@ -65,7 +67,9 @@ def test_a_new_campaign_is_running_with_every_contact_pending(client, headers, n
         "inProgress": 0,
         "completed": 0,
         "failed": 0,
+        "awaitingPermission": 0,
     }
+    assert (campaign["whatsapp"], campaign["permissionWaitHours"]) == (None, 24)
     assert campaign["completedAt"] is None
     assert client.get(f"{CAMPAIGNS}/{campaign['id']}", headers=headers).json == campaign
     listed = client.get(CAMPAIGNS, headers=headers).json
@@ -219,6 +223,8 @@ def test_contacts_show_their_status_attempts_and_calls(client, headers, runtime_
         "attempts",
         "lastOutcome",
         "nextAttemptAt",
+        "awaitingSince",
+        "permissionRequestedAt",
         "callIds",
     ]
     assert (one["seq"], one["to"], one["variables"], one["status"], one["attempts"]) == (

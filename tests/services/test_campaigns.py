@@ -69,6 +69,7 @@ def test_the_sweep_places_contacts_in_order_as_queued_calls_with_their_variables
         "in_progress": 2,
         "completed": 0,
         "failed": 0,
+        "awaiting_permission": 0,
     }
 
 
@@ -247,6 +248,7 @@ def test_cancel_withdraws_queued_calls_and_lets_live_ones_end(
         "inProgress": 1,
         "completed": 0,
         "failed": 0,
+        "awaitingPermission": 0,
     }
     answered(client, runtime_headers, live["id"])
     assert counts(campaign_id)["completed"] == 1

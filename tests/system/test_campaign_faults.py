@@ -88,4 +88,5 @@ def test_a_worker_killed_mid_campaign_loses_no_contact_and_calls_none_twice(
         "in_progress": 0,
         "completed": CONTACTS,
         "failed": 0,
+        "awaiting_permission": 0,
     }

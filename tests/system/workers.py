@@ -94,6 +94,7 @@ POOL_SIZES = {
     "function_tests": "FUNCTION_TEST_WORKERS",
     "webhooks": "WEBHOOK_WORKERS",
     "webhooks_slow": "WEBHOOK_SLOW_WORKERS",
+    "whatsapp": "WHATSAPP_WORKERS",
 }
 
 

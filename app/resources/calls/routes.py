@@ -45,7 +45,9 @@ class Calls(MethodView):
         409,
         schema=ErrorSchema,
         description="no_agent (the number has no agent and no agentId was sent, or the agent "
-        "is inactive) or no_credits (no available minutes); nothing is queued.",
+        "is inactive), no_credits (no available minutes) or, from a WhatsApp number, "
+        "no_call_permission (the user has not given permission: details.status and "
+        "details.canRequest); nothing is queued.",
     )
     @blp.doc(operationId="placeCall")
     def post(self, fields):
@@ -57,7 +59,9 @@ class Calls(MethodView):
         concurrency slot, call.started) and reported by the runtime as any call. The agent's
         {{name}} placeholders are filled from `variables` in the call's session; variables
         that would make the prompt and greeting more than 256 KiB are refused (422 naming
-        variables).
+        variables). From a WhatsApp number the user's call permission is checked first (a
+        stored grant still valid, else Meta is asked): without one the answer is 409
+        no_call_permission.
         """
         return outbound_calls.place_call(tenant=current_tenant(), actor=current_actor(), **fields)
 

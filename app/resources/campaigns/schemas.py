@@ -10,13 +10,14 @@ from marshmallow import ValidationError, fields, validate, validates_schema
 from app.resources.calls.schemas import CalleeNumber, Variables
 from app.resources.common import PageArgsSchema, PaginationSchema, Schema
 from app.resources.fields import MAX_INT32, StrictInteger, Timestamp
+from app.resources.phone_numbers.schemas import PermissionRequestFieldsSchema, TemplateSchema
 from app.services.campaign_progress import (
     CAMPAIGN_STATUSES,
     CONTACT_STATUSES,
     DEFAULT_RETRY_ON,
     RETRY_OUTCOMES,
 )
-from app.services.campaigns import DAYS, MAX_ATTEMPTS, MAX_DELAY_MINUTES
+from app.services.campaigns import DAYS, MAX_ATTEMPTS, MAX_DELAY_MINUTES, MAX_PERMISSION_WAIT_HOURS
 
 CLOCK = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
 # Names in the time zone database that are no place's zone: the host's own setting
@@ -113,6 +114,19 @@ class RetrySchema(Schema):
     )
 
 
+class CampaignWhatsAppSchema(PermissionRequestFieldsSchema):
+    """On a WhatsApp number: whether the campaign asks each contact without call permission
+    for it, once, and with what."""
+
+    request_permission = fields.Boolean(
+        load_default=False,
+        metadata={
+            "description": "Send each contact awaiting permission one call permission request "
+            "(default false: contacts wait for a permission given otherwise)."
+        },
+    )
+
+
 class ContactCreateSchema(Schema):
     to = CalleeNumber(required=True)
     variables = Variables(load_default=dict)
@@ -161,6 +175,22 @@ class CampaignCreateSchema(Schema):
         load_default=lambda: RetrySchema().load({}),
         metadata={"description": "Retries of unanswered calls; absent: none."},
     )
+    whatsapp = fields.Nested(
+        CampaignWhatsAppSchema,
+        metadata={
+            "description": "WhatsApp numbers only (422 for another number): whether and how "
+            "contacts without call permission are asked for it."
+        },
+    )
+    permission_wait_hours = StrictInteger(
+        load_default=24,
+        validate=validate.Range(1, MAX_PERMISSION_WAIT_HOURS),
+        metadata={
+            "description": "On a WhatsApp number: hours a contact awaits the user's call "
+            f"permission before it ends failed (lastOutcome no_permission), 1 to "
+            f"{MAX_PERMISSION_WAIT_HOURS} (default 24)."
+        },
+    )
 
 
 class ScheduleRecordSchema(Schema):
@@ -180,6 +210,18 @@ class RetryRecordSchema(Schema):
     on = fields.List(fields.String(), required=True, metadata={"description": "Outcomes retried."})
 
 
+class CampaignWhatsAppRecordSchema(Schema):
+    request_permission = fields.Boolean(
+        attribute="requestPermission",
+        required=True,
+        metadata={"description": "Whether each contact awaiting permission is asked once."},
+    )
+    text = fields.String(
+        metadata={"description": "The request's body, when given."},
+    )
+    template = fields.Nested(TemplateSchema, metadata={"description": "The request's template."})
+
+
 class CountsSchema(Schema):
     total = fields.Integer(required=True, metadata={"description": "Contacts in the campaign."})
     pending = fields.Integer(
@@ -192,7 +234,18 @@ class CountsSchema(Schema):
         required=True, metadata={"description": "Contacts whose call was answered and ended."}
     )
     failed = fields.Integer(
-        required=True, metadata={"description": "Contacts out of attempts (or canceled alone)."}
+        required=True,
+        metadata={
+            "description": "Contacts out of attempts (or canceled alone, or whose wait for "
+            "call permission ran out)."
+        },
+    )
+    awaiting_permission = fields.Integer(
+        required=True,
+        metadata={
+            "description": "On a WhatsApp number: contacts waiting for the user's call "
+            "permission (no attempt used)."
+        },
     )
 
 
@@ -223,6 +276,16 @@ class CampaignSchema(Schema):
         metadata={"description": "Its window; null: any time."},
     )
     retry = fields.Nested(RetryRecordSchema, required=True)
+    whatsapp = fields.Nested(
+        CampaignWhatsAppRecordSchema,
+        required=True,
+        allow_none=True,
+        metadata={"description": "Its call permission requests; null: none sent."},
+    )
+    permission_wait_hours = fields.Integer(
+        required=True,
+        metadata={"description": "Hours a contact awaits call permission at most."},
+    )
     counts = fields.Nested(CountsSchema, required=True)
     created_at = Timestamp(required=True)
     updated_at = Timestamp(required=True)
@@ -254,7 +317,8 @@ class ContactSchema(Schema):
         required=True,
         metadata={
             "description": "pending (waiting for its first call or a retry), in_progress, "
-            "completed or failed.",
+            "completed, failed or, on a WhatsApp number, awaiting_permission (waiting for "
+            "the user's call permission).",
             "enum": CONTACT_STATUSES,
         },
     )
@@ -264,13 +328,27 @@ class ContactSchema(Schema):
         allow_none=True,
         metadata={
             "description": "How its last call went: completed, no_answer, busy, voicemail, "
-            "failed or canceled; null before its first call ended."
+            "failed or canceled, or no_permission (its wait for call permission ran out); "
+            "null before its first call ended."
         },
     )
     next_attempt_at = Timestamp(
         required=True,
         allow_none=True,
-        metadata={"description": "While pending: when it is due (inside the window)."},
+        metadata={
+            "description": "While pending: when it is due (inside the window); while "
+            "awaiting_permission: when Meta is asked about its permission again."
+        },
+    )
+    awaiting_since = Timestamp(
+        required=True,
+        allow_none=True,
+        metadata={"description": "While awaiting_permission: since when."},
+    )
+    permission_requested_at = Timestamp(
+        required=True,
+        allow_none=True,
+        metadata={"description": "When the campaign asked the user for call permission."},
     )
     call_ids = fields.List(
         fields.String(),

@@ -15,6 +15,14 @@ MAX_DISPATCH = 50
 # A call's metadata, as compact JSON: what the runtime sends and what the call keeps merged.
 MAX_METADATA_BYTES = 16 * 1024
 
+# Why a WhatsApp call ended, beside the usual reasons (hangupReason is free text): the user
+# rejected a business-initiated call, or Meta refused it for want of the user's permission.
+WHATSAPP_HANGUP_REASONS = ("declined", "no_call_permission")
+# Meta's webhook values the runtime forwards in one post (POST /internal/v1/whatsapp/events),
+# and their size as compact JSON.
+MAX_WHATSAPP_VALUES = 100
+MAX_WHATSAPP_EVENT_BYTES = 256 * 1024
+
 # The components of a call's AI cost, in IDR, as the runtime may report them at the end.
 COST_COMPONENTS = ("llm", "stt", "tts", "telephony", "other")
 # The most aiCostIdr may be (a 32-bit integer), also when it is the components' sum.

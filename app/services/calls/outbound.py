@@ -24,6 +24,7 @@ from app.services.calls.constants import (
     SESSION_TOO_LARGE,
     metadata_bytes,
 )
+from app.services.whatsapp import permissions
 from app.util import new_id, utcnow
 
 # Calls queued per INSERT statement (a campaign queues many at once).
@@ -156,11 +157,16 @@ def place_call(
     metadata: dict[str, Any] | None = None,
 ) -> Call:
     """Queue an outbound call for a runtime to claim (dispatch); 409 no_agent or no_credits;
-    422 for variables that would fill its session past its size."""
+    422 for variables that would fill its session past its size. From a WhatsApp number only
+    with the user's call permission (a valid stored grant, else Meta is asked first, before
+    the transaction): 409 no_call_permission without it, and no call is created."""
     number, agent = outbound_line(tenant=tenant, phone_number_id=phone_number_id, agent_id=agent_id)
     if variables:
         talking = placing_version(number, agent)
         admission.check_session_size(talking.system_prompt, talking.greeting_text, variables)
+    if number.channel == "whatsapp":
+        permissions.require_whatsapp(number)
+        permissions.require_call_permission(number, to)
     with unit_of_work():
         check_available_credit(tenant.id)
         (call_id,) = queue_calls(
