@@ -72,13 +72,16 @@ def start_call(
     provider_call_id: str | None = None,
     variables: dict[str, str] | None = None,
     agent_version: int | None = None,
+    started_at: datetime | None = None,
 ) -> admission.StartedCall:
     """Record an incoming call and return it with its session, or Conflict no_agent,
     concurrency_limit or no_credits.
 
     The call is answered with the version of the number's agent that the number is pinned to,
     else its latest; agent_version, when given, overrides both (`flask calls simulate
-    --version`), and must be one the agent has (ValidationFailed).
+    --version`), and must be one the agent has (ValidationFailed). started_at, when given,
+    is when the call started, for a call simulated after the fact (`flask calls simulate`);
+    its credit hold still runs from now.
 
     A repeated provider_call_id (per tenant) returns the call recorded first (with the
     variables it was recorded with). Variables that would fill the session past its size are
@@ -104,6 +107,7 @@ def start_call(
                     direction=direction,
                     provider_call_id=provider_call_id,
                     variables=variables or {},
+                    started_at=started_at,
                 )
         except pw.IntegrityError:
             # The unique (tenant, providerCallId) index: another request with the same id
