@@ -149,6 +149,18 @@ def test_repeats_change_nothing_in_two_statements(client, runtime_headers, did):
     assert seen == ["UPDATE call", "SELECT call"] * 2
 
 
+def test_a_duration_past_the_calls_age_is_refused_in_two_statements(client, runtime_headers, did):
+    """The bound on the duration is in the conditional UPDATE: an end within it costs no
+    statement more (LIFECYCLE), and one beyond it is the UPDATE and the read that tells why."""
+    call_id = start(client, runtime_headers, did).json["id"]
+    with statements() as seen:
+        refused = client.post(
+            f"{RUNTIME}/{call_id}/ended", json=end_body(), headers=runtime_headers
+        )
+        assert refused.status_code == 422
+    assert seen == ["UPDATE call", "SELECT call"]
+
+
 @pytest.mark.parametrize(("balance", "emits"), [(10, True), (100, False)])
 def test_a_threshold_crossing_adds_the_credits_low_event(
     client, runtime_headers, tenant, did, balance, emits

@@ -6,7 +6,7 @@ Steps that must happen once (answering, ending) are conditional UPDATEs on the s
 two processes reporting the same step at once change and charge the call exactly once.
 """
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 import peewee as pw
@@ -19,6 +19,7 @@ from app.services import billing, campaign_progress, events
 from app.services.calls import admission
 from app.services.calls.constants import (
     COST_COMPONENTS,
+    DURATION_ALLOWANCE_SECONDS,
     MAX_COST_IDR,
     MAX_METADATA_BYTES,
     MAX_TURN_BYTES,
@@ -159,6 +160,22 @@ def _illegal(call: Call, target: str) -> Conflict:
     )
 
 
+def _too_long(call: Call, duration_seconds: int, now: datetime) -> ValidationFailed:
+    """The error for a duration longer than the open call has lived (plus the allowance)."""
+    age = max(0, int((now - call.started_at).total_seconds()))
+    most = age + DURATION_ALLOWANCE_SECONDS
+    return ValidationFailed(
+        "Invalid value for durationSeconds.",
+        details={
+            "durationSeconds": [
+                f"Must be at most the time since the call started plus "
+                f"{DURATION_ALLOWANCE_SECONDS} s: it started {age:,} s ago, so at most "
+                f"{most:,} (got {duration_seconds:,})."
+            ]
+        },
+    )
+
+
 def _costs(ai_cost_idr: int | None, cost_breakdown: dict[str, int] | None) -> dict[str, Any]:
     """The cost columns of an ended call: aiCostIdr, and the breakdown when one was reported
     (a component left out is 0). With both, aiCostIdr must be the breakdown's sum; with only
@@ -205,15 +222,18 @@ def end_call(
     """End an open call, charge its minutes and emit call.ended (and credits.low), at once;
     free its hold and its concurrent-call slot.
 
-    The AI cost is ai_cost_idr, cost_breakdown or both (see _costs). A repeat for a call
-    already in that end status returns it unchanged and charges nothing.
+    The AI cost is ai_cost_idr, cost_breakdown or both (see _costs). duration_seconds may be
+    at most the call's age on the service's clock plus DURATION_ALLOWANCE_SECONDS
+    (ValidationFailed, nothing changed). A repeat for a call already in that end status
+    returns it unchanged and charges nothing.
     """
     costs = _costs(ai_cost_idr, cost_breakdown)
     with transaction():
+        now = utcnow()
         minutes = billing.usage_minutes(talk_time_seconds)
         values: dict[str, Any] = dict(
             status=status,
-            ended_at=ended_at or utcnow(),
+            ended_at=ended_at or now,
             duration_seconds=duration_seconds,
             talk_time_seconds=talk_time_seconds,
             hangup_reason=hangup_reason,
@@ -243,7 +263,13 @@ def end_call(
                         ]
                     },
                 )
-        call = update_if(call_id, Call.status.in_(OPEN_STATUSES), **values)
+        # The call started long enough ago for its duration, checked in the same UPDATE.
+        latest_start = now - timedelta(seconds=duration_seconds - DURATION_ALLOWANCE_SECONDS)
+        call = update_if(
+            call_id,
+            Call.status.in_(OPEN_STATUSES) & (Call.started_at <= latest_start),
+            **values,
+        )
         if call is None:
             call = _runtime_call(call_id)  # NotFound when there is no such call
             if call.hangup_reason == RUNTIME_LOST:
@@ -253,6 +279,8 @@ def end_call(
                     code="call_not_active",
                     details={"status": call.status, "hangupReason": RUNTIME_LOST},
                 )
+            if call.status in OPEN_STATUSES:
+                raise _too_long(call, duration_seconds, now)
             if call.status == status:
                 return call
             raise _illegal(call, status)
