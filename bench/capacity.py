@@ -136,16 +136,15 @@ ROUTES = {  # the app's route (its request log) -> the request of SCRIPT, and th
 }
 ENDED = {
     "status": "ended",
-    "durationSeconds": AVERAGE_CALL_S,
-    "talkTimeSeconds": AVERAGE_CALL_S - 5,
     "hangupReason": "normal",
     "hangupInitiator": "caller",
     "aiCostIdr": 1500,
 }
 
 
-def request_of(name: str, call_id: str | None, did: str) -> tuple[str, dict]:
-    """The path and body of one request of a call."""
+def request_of(name: str, call_id: str | None, did: str, call_s: float) -> tuple[str, dict]:
+    """The path and body of one request of a call that lasts call_s seconds: its end reports
+    that length, as the call lived it (a call may not report much more than its age)."""
     if name == "start":
         return "/internal/v1/calls", {"did": did, "callerNumber": "+628123456789"}
     path = f"/internal/v1/calls/{call_id}"
@@ -156,7 +155,14 @@ def request_of(name: str, call_id: str | None, did: str) -> tuple[str, dict]:
             {"functionName": "lookup", "parameters": {"order": "A-1"}},
         ),
         "transcript": (f"{path}/transcript", {"transcriptSummary": "The caller asked about A-1."}),
-        "ended": (f"{path}/ended", ENDED),
+        "ended": (
+            f"{path}/ended",
+            {
+                **ENDED,
+                "durationSeconds": round(call_s),
+                "talkTimeSeconds": round(call_s * (1 - SCRIPT[1][0])),  # from the answer
+            },
+        ),
     }[name]
 
 
@@ -179,7 +185,7 @@ def run_call(port: int, call: Call, did: str, began: float, call_s: float) -> No
             if name != "start" and call.id is None:
                 break  # the call never started: its other requests have no call to name
             time.sleep(max(0.0, began + share * call_s - time.time()))
-            path, body = request_of(name, call.id, did)
+            path, body = request_of(name, call.id, did, call_s)
             started = time.perf_counter()
             try:
                 connection.request("POST", path, body=json.dumps(body), headers=RUNTIME_HEADERS)

@@ -6,7 +6,7 @@ from zoneinfo import ZoneInfo
 from app.models import Campaign, CampaignContact
 from app.services import campaigns as campaign_service
 from app.util import utcnow
-from tests.call_flow import RUNTIME, end_body
+from tests.call_flow import RUNTIME, end_body, report_end
 
 CAMPAIGNS = "/api/v1/campaigns"
 DISPATCH = "/internal/v1/dispatch"
@@ -50,7 +50,7 @@ def answered(client, runtime_headers, call_id, talk=30):
     """The callee answers and hangs up after talk seconds."""
     assert client.post(f"{RUNTIME}/{call_id}/answered", headers=runtime_headers).status_code == 200
     body = end_body(talkTimeSeconds=talk, durationSeconds=talk + 5)
-    response = client.post(f"{RUNTIME}/{call_id}/ended", json=body, headers=runtime_headers)
+    response = report_end(client, runtime_headers, call_id, body)
     assert response.status_code == 200, response.get_data(as_text=True)
 
 
@@ -63,7 +63,7 @@ def unanswered(client, runtime_headers, call_id, reason="no_answer"):
         talkTimeSeconds=0,
         aiCostIdr=0,
     )
-    response = client.post(f"{RUNTIME}/{call_id}/ended", json=body, headers=runtime_headers)
+    response = report_end(client, runtime_headers, call_id, body)
     assert response.status_code == 200, response.get_data(as_text=True)
 
 

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from app.models import Agent
-from tests.call_flow import RUNTIME, end_body, start
+from tests.call_flow import RUNTIME, backdate, end_body, start
 from tests.helpers import ACTOR, assert_error
 
 BODY_ROUTES = [
@@ -127,6 +127,7 @@ def test_number_that_is_not_finite_is_a_bad_request(client, auth, method, path, 
 def test_largest_float_is_a_number(client, runtime_headers, did):
     call_id = start(client, runtime_headers, did).json["id"]
     body = json_text(end_body(metadata={}), "metadata", '{"x": 1.7e308, "y": -1e-400}')
+    backdate(call_id, end_body()["durationSeconds"])
     response = send(client, "POST", f"{RUNTIME}/{call_id}/ended", runtime_headers, body)
     assert response.status_code == 200, response.get_data(as_text=True)
     assert response.json["metadata"] == {"x": 1.7e308, "y": -0.0}

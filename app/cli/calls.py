@@ -34,7 +34,14 @@ def json_object(value: str, option: str) -> dict[str, Any]:
 @calls_cli.command("simulate")
 @click.option("--did", required=True, help="The business number called, e.g. +6221555010.")
 @click.option("--caller", default="+6281234567890", show_default=True, help="Caller's number.")
-@click.option("--seconds", type=click.IntRange(0, MAX_CALL_SECONDS), default=60, show_default=True)
+@click.option(
+    "--seconds",
+    type=click.IntRange(0, MAX_CALL_SECONDS),
+    default=60,
+    show_default=True,
+    help="How long the call talks. It is recorded as having started that long (and a 3 s "
+    "ring) ago and ends now, with no waiting.",
+)
 @click.option("--transcript", default=None, help="A transcript summary to report.")
 @click.option(
     "--turns", is_flag=True, help="Report a short example conversation as transcript turns."
@@ -67,15 +74,25 @@ def calls_simulate(
     params: str,
     agent_version: int | None,
 ) -> None:
-    """Run a whole call (start, answer, function call, transcript, end) as the runtime would."""
+    """Run a whole call (start, answer, function call, transcript, end) as the runtime would.
+
+    The call has already happened: it is recorded as started --seconds and a 3 s ring ago,
+    so it ends now having lived as long as it reports, with no waiting.
+    """
     parameters = json_object(params, "--params")
     try:
         values = Variables().deserialize(json_object(variables, "--variables"))
     except ValidationError as exc:
         raise click.BadParameter(json.dumps(exc.messages), param_hint="--variables") from None
     since = utcnow()
+    # The simulated call has already happened: it started a ring and its talk ago, was
+    # answered a ring after that and ends now, so it lasted as long as it reports.
     started = call_lifecycle.start_call(
-        did=did, caller_number=caller, variables=values, agent_version=agent_version
+        did=did,
+        caller_number=caller,
+        variables=values,
+        agent_version=agent_version,
+        started_at=since - timedelta(seconds=demo_runtime.RING_SECONDS + seconds),
     )
     call = started.call
     click.echo(
@@ -85,9 +102,8 @@ def calls_simulate(
     missing = started.session["missing_variables"]
     if missing:
         click.echo(f"Placeholders without a value (left as written): {', '.join(missing)}")
-    # The simulated call's clock: answered a ring after it starts, ended seconds later.
     answered_at = call.started_at + timedelta(seconds=demo_runtime.RING_SECONDS)
-    ended_at = answered_at + timedelta(seconds=seconds)
+    ended_at = answered_at + timedelta(seconds=seconds)  # since
     call_lifecycle.answer_call(call_id=call.id, answered_at=answered_at)
     if function_name:
         outcome = function_calls.invoke(
@@ -154,7 +170,8 @@ def calls_dispatch_demo(
     max_calls: int, seconds: int, answer_rate: float, interval: float, once: bool, seed: int | None
 ) -> None:
     """Play the voice runtime's part for queued outbound calls (a campaign's, say): claim them
-    as a runtime does (dispatch), answer or not, talk, end. Stop with Ctrl+C."""
+    as a runtime does (dispatch), answer or not, talk, end. Each call reports the duration it
+    really lived, from its claim to its end. Stop with Ctrl+C."""
     runtime = demo_runtime.DemoRuntime(
         max_calls=max_calls, seconds=seconds, answer_rate=answer_rate, seed=seed
     )

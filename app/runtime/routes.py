@@ -136,7 +136,8 @@ class RuntimeCallEnded(MethodView):
         Ends it, charges ceil(talkTimeSeconds / 60) minutes, frees its credit hold and its
         concurrent-call slot and emits call.ended (and credits.low when the charge crosses
         the threshold), in one transaction. Repeating it with the same status changes and
-        charges nothing and answers 200.
+        charges nothing and answers 200. A durationSeconds longer than the time since the
+        call started (the service's clock) plus 60 s is 422 and changes nothing.
         """
         return call_lifecycle.end_call(call_id=call_id, **fields)
 

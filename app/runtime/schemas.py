@@ -12,6 +12,7 @@ from app.resources.functions.schemas import FunctionErrorSchema
 from app.services.calls.constants import (
     COST_COMPONENTS,
     DIRECTIONS,
+    DURATION_ALLOWANCE_SECONDS,
     END_STATUSES,
     MAX_DISPATCH,
     MAX_METADATA_BYTES,
@@ -189,7 +190,10 @@ class CallEndSchema(Schema):
     duration_seconds = StrictInteger(
         required=True,
         validate=validate.Range(0, MAX_CALL_SECONDS),
-        metadata={"description": "Seconds from start to end (at most 86,400)."},
+        metadata={
+            "description": "Seconds from start to end (at most 86,400), and at most the time "
+            f"since the call started plus {DURATION_ALLOWANCE_SECONDS} s (else 422)."
+        },
     )
     talk_time_seconds = StrictInteger(
         required=True,

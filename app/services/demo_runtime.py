@@ -6,10 +6,12 @@ import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from app.services.calls import lifecycle as call_lifecycle
 from app.services.calls import outbound as outbound_calls
+from app.util import utcnow
 
 # The short conversation a demo call and `calls simulate --turns` report.
 EXAMPLE_TURNS = (
@@ -34,7 +36,14 @@ NO_NAME = "Bapak/Ibu"
 SUMMARY = "A demo call: the callee confirmed the appointment."
 # The outcomes of an unanswered call the demo runtime reports (its hangupReason).
 UNANSWERED = ("no_answer", "busy")
+# How long `calls simulate` has its call ring before it is answered.
 RING_SECONDS = 3
+
+
+def lived(started_at: datetime, talked: int = 0) -> int:
+    """A call's duration as the demo runtime reports it: the whole seconds since it started,
+    and at least its talk (the service's clock and time.monotonic() may differ a little)."""
+    return max(talked, int((utcnow() - started_at).total_seconds()))
 
 
 def example_turns(
@@ -74,7 +83,9 @@ class Outcome:
 
 class DemoRuntime:
     """Up to max_calls calls in progress, each answered with the chance answer_rate and
-    talking for seconds (real ones); seed makes the outcomes repeatable."""
+    talking for seconds (real ones); seed makes the outcomes repeatable. A call is answered
+    or turned down as soon as it is claimed, and its reported duration is the time it has
+    really lived."""
 
     def __init__(
         self, *, max_calls: int, seconds: int, answer_rate: float, seed: int | None
@@ -83,8 +94,9 @@ class DemoRuntime:
         self.seconds = seconds
         self.answer_rate = answer_rate
         self.outcomes = random.Random(seed)
-        # call id: when it hangs up (time.monotonic()), whom it calls and what is said
-        self.talking: dict[str, tuple[float, str, tuple[tuple[str, str], ...]]] = {}
+        # call id: when it hangs up (time.monotonic()), when it started, whom it calls and
+        # what is said
+        self.talking: dict[str, tuple[float, datetime, str, tuple[tuple[str, str], ...]]] = {}
 
     def step(self) -> Iterator[Outcome]:
         """Claim as many queued calls as there is room for and answer them or not, then end
@@ -97,7 +109,7 @@ class DemoRuntime:
                 call_lifecycle.end_call(
                     call_id=call.id,
                     status="failed",
-                    duration_seconds=RING_SECONDS,
+                    duration_seconds=lived(call.started_at),
                     talk_time_seconds=0,
                     hangup_reason=reason,
                     hangup_initiator="callee",
@@ -107,9 +119,10 @@ class DemoRuntime:
                 continue
             call_lifecycle.answer_call(call_id=call.id)
             lines = outbound_lines(started.session, call.variables)
-            self.talking[call.id] = (time.monotonic() + self.seconds, call.callee_number, lines)
+            hangs_up = time.monotonic() + self.seconds
+            self.talking[call.id] = (hangs_up, call.started_at, call.callee_number, lines)
             yield Outcome(call.id, call.callee_number, "answered")
-        for call_id, (hangs_up, callee_number, lines) in list(self.talking.items()):
+        for call_id, (hangs_up, started_at, callee_number, lines) in list(self.talking.items()):
             if hangs_up > time.monotonic():
                 continue
             call_lifecycle.add_transcript(
@@ -120,7 +133,7 @@ class DemoRuntime:
             call_lifecycle.end_call(
                 call_id=call_id,
                 status="ended",
-                duration_seconds=self.seconds + RING_SECONDS,
+                duration_seconds=lived(started_at, self.seconds),
                 talk_time_seconds=self.seconds,
                 hangup_reason="normal",
                 hangup_initiator="caller",

@@ -142,11 +142,15 @@ def for_call(*, tenant: Tenant, call_id: str) -> list[Event]:
 
 
 def call_events_since(*, tenant_id: str, call_id: str, since: datetime) -> list[Event]:
-    """The events of the tenant's log from since on that are the call's or name no call
-    (credits.low), in the order emitted: what a call just driven from start to end emitted."""
+    """The call's events and those of the tenant's log from since on that name no call
+    (credits.low), in the order emitted: what a call just driven from start to end emitted
+    (also when it was recorded as having started before since)."""
     emitted = (
         Event.select()
-        .where((Event.tenant == tenant_id) & (Event.created_at >= since))
+        .where(
+            (Event.tenant == tenant_id)
+            & ((Event.call_id == call_id) | (Event.call_id.is_null() & (Event.created_at >= since)))
+        )
         .order_by(Event.seq)
     )
     return [event for event in emitted if event.data.get("callId", call_id) == call_id]

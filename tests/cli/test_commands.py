@@ -219,9 +219,11 @@ def test_calls_simulate_drives_a_whole_call(runner, tenant, did):
     emitted = [line.split()[0] for line in result.output.splitlines() if line.startswith("  ")]
     assert emitted == ["call.started", "call.answered", "call.transcript", "call.ended"]
     assert (call.status, call.transcript_summary, call.billed_minutes) == ("ended", "Booked.", 3)
-    # Answered a ring after it starts, ended 125 s after that: times as long as the call.
+    # Started a ring and 125 s before the command ran, answered a ring after it started and
+    # ended when the command ran: times as long as the call, which has lived them.
     assert (call.answered_at - call.started_at).total_seconds() == 3
     assert (call.ended_at - call.answered_at).total_seconds() == 125
+    assert call.ended_at <= utcnow()
     assert (call.duration_seconds, call.talk_time_seconds) == (128, 125)
 
 

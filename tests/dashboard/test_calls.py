@@ -10,7 +10,7 @@ from app import queue
 from app.services import billing
 from app.services import tenants as tenant_service
 from app.util import utcnow
-from tests.call_flow import RUNTIME, answer, end_body, start, whole_call
+from tests.call_flow import RUNTIME, answer, end_body, report_end, start, whole_call
 from tests.dashboard.conftest import sign_in
 from tests.helpers import ACTOR
 from tests.receiver import Answer, Receiver
@@ -174,9 +174,11 @@ def test_the_detail_shows_the_events_their_deliveries_and_the_function_calls(
             headers=runtime_headers,
         )
         assert called.json == {"result": {"status": "shipped", "orderId": "A-17"}}
-        end = signed_in.post(
-            f"{RUNTIME}/{call_id}/ended",
-            json={
+        end = report_end(
+            signed_in,
+            runtime_headers,
+            call_id,
+            {
                 "status": "ended",
                 "durationSeconds": 95,
                 "talkTimeSeconds": 80,
@@ -184,7 +186,6 @@ def test_the_detail_shows_the_events_their_deliveries_and_the_function_calls(
                 "hangupInitiator": "caller",
                 "aiCostIdr": 1200,
             },
-            headers=runtime_headers,
         )
         assert end.status_code == 200
         receiver.wait_for(2)
@@ -291,7 +292,7 @@ def test_the_detail_shows_the_conversation_recording_and_cost_breakdown(
     costs = {"llm": 1200, "stt": 300, "tts": 400, "telephony": 100}
     body = {**end_body(), "costBreakdown": costs, "recordingUrl": RECORDING}
     del body["aiCostIdr"]
-    assert signed_in.post(f"{RUNTIME}/{call_id}/ended", json=body, headers=runtime_headers)
+    assert report_end(signed_in, runtime_headers, call_id, body).status_code == 200
     text = signed_in.get(f"/dashboard/calls/{call_id}").get_data(True)
 
     assert conversation(text) == [

@@ -7,7 +7,7 @@ from datetime import timedelta
 from app.models import Call
 from app.services import tenants as tenant_service
 from app.util import utcnow
-from tests.call_flow import RUNTIME, answer, end_body, start, whole_call
+from tests.call_flow import answer, end_body, report_end, start, whole_call
 from tests.helpers import ACTOR
 
 
@@ -73,7 +73,7 @@ def test_calls_show_by_day_and_by_component(signed_in, runtime_headers, did):
     costs = {"llm": 1200, "stt": 300, "tts": 400, "telephony": 100}
     body = end_body(talkTimeSeconds=125, costBreakdown=costs)
     del body["aiCostIdr"]
-    assert signed_in.post(f"{RUNTIME}/{call_id}/ended", json=body, headers=runtime_headers)
+    assert report_end(signed_in, runtime_headers, call_id, body).status_code == 200
     start(signed_in, runtime_headers, did)  # in progress
     text = usage_page(signed_in)
     month = f"{utcnow():%B %Y}"

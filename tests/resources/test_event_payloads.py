@@ -14,7 +14,7 @@ from app.resources.events.payloads import EVENT_DATA
 from app.services import events
 from app.services import tenants as tenant_service
 from app.services.deliveries import wire as delivery_wire
-from tests.call_flow import CALLER, RUNTIME, end_body
+from tests.call_flow import CALLER, RUNTIME, backdate, end_body
 from tests.helpers import ACTOR
 from tests.helpers import EVENT_DATA as SAMPLES
 
@@ -98,6 +98,7 @@ def test_a_calls_events_are_shown_as_recorded_and_valid(
     start = {"did": did, "callerNumber": CALLER}
     started = client.post(RUNTIME, json=start, headers=runtime_headers)
     call_id = started.json["id"]
+    backdate(call_id, end_body()["durationSeconds"])  # it lived as long as its end reports
     steps = [
         ("answered", {}),
         ("function-calls", {"functionName": "lookup", "parameters": {}}),

@@ -11,7 +11,7 @@ from app.models import Call
 from app.services import tenants as tenant_service
 from app.services import usage as usage_service
 from app.util import utcnow
-from tests.call_flow import RUNTIME, answer, end, end_body, start
+from tests.call_flow import answer, end, end_body, report_end, start
 from tests.conftest import using_postgres
 from tests.helpers import ACTOR, assert_error, captured_queries
 from tests.services.calls.test_history import INDEX_RANGE, a_call_a_day
@@ -34,7 +34,7 @@ def call_on(client, runtime_headers, did, day, *, talk=0, answered=True, **end_f
     body = end_body(status=status, talkTimeSeconds=talk, **end_fields)
     if body["aiCostIdr"] is None:
         del body["aiCostIdr"]  # the breakdown's sum
-    ended = client.post(f"{RUNTIME}/{call_id}/ended", json=body, headers=runtime_headers)
+    ended = report_end(client, runtime_headers, call_id, body)
     assert ended.status_code == 200, ended.get_data(as_text=True)
     moment = datetime.combine(day, time(12))
     Call.update(started_at=moment).where(Call.id == call_id).execute()

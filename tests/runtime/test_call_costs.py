@@ -3,7 +3,7 @@
 import pytest
 
 from app.models import Call, Event
-from tests.call_flow import RUNTIME, answer, end_body, start
+from tests.call_flow import answer, end_body, report_end, start
 from tests.helpers import assert_error
 
 RECORDING = "https://media.example.com/rec/call-17.wav?sig=abc"
@@ -21,7 +21,7 @@ def end(client, runtime_headers, call_id, **fields):
     body = {**end_body(), **fields}
     for name in [name for name, value in fields.items() if value is None]:
         del body[name]  # a field given as None is left out
-    return client.post(f"{RUNTIME}/{call_id}/ended", json=body, headers=runtime_headers)
+    return report_end(client, runtime_headers, call_id, body)
 
 
 def ended_event(call_id):

@@ -1,5 +1,6 @@
 """Runtime API: auth, the call lifecycle, its state machine, idempotency and its events."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -11,8 +12,9 @@ from app.services import billing
 from app.services import functions as function_service
 from app.services import phone_numbers as number_service
 from app.services.calls import lifecycle as call_lifecycle
+from app.services.calls.constants import DURATION_ALLOWANCE_SECONDS
 from app.util import new_id, utcnow
-from tests.call_flow import CALLER, RUNTIME, answer, end, end_body, start, whole_call
+from tests.call_flow import CALLER, RUNTIME, answer, backdate, end, end_body, start, whole_call
 from tests.helpers import ACTOR, assert_error
 
 SESSION_FIELDS = {
@@ -720,3 +722,78 @@ def test_ended_bounds_metadata_talk_time_and_the_end(client, runtime_headers, di
     fits = {"blob": "x" * (16 * 1024 - 20)}
     Call.update(metadata={}).where(Call.id == call_id).execute()
     assert end(client, runtime_headers, call_id, metadata=fits).status_code == 200
+
+
+# The duration a call may report: at most the time it has lived plus DURATION_ALLOWANCE_SECONDS
+
+
+def usage_entries():
+    return CreditTransaction.select().where(CreditTransaction.type == "usage").count()
+
+
+def test_a_duration_longer_than_the_call_has_lived_is_refused(client, runtime_headers, tenant, did):
+    """A call started a second ago cannot report a day: 422 naming durationSeconds, and
+    nothing changes, is charged or emitted; the hold and the slot stay taken."""
+    call_id = start(client, runtime_headers, did).json["id"]
+    answer(client, runtime_headers, call_id)
+    backdate(call_id, 1)
+    held = Tenant.get_by_id(tenant.id)
+    body = end_body(durationSeconds=86_400, talkTimeSeconds=86_000)
+    response = client.post(f"{RUNTIME}/{call_id}/ended", json=body, headers=runtime_headers)
+    error = assert_error(response, 422, "validation_error")
+    (message,) = error["details"]["durationSeconds"]
+    assert set(error["details"]) == {"durationSeconds"}
+    assert re.fullmatch(
+        r"Must be at most the time since the call started plus 60 s: it started ([12]) s ago, "
+        r"so at most (6[12]) \(got 86,400\)\.",
+        message,
+    ), message
+    call = Call.get_by_id(call_id)
+    assert (call.status, call.ended_at, call.duration_seconds) == ("answered", None, None)
+    assert usage_entries() == 0 and events_of("call.ended") == []
+    after = Tenant.get_by_id(tenant.id)
+    assert (after.balance_minutes, after.reserved_minutes, after.active_calls) == (
+        held.balance_minutes,
+        held.reserved_minutes,
+        held.active_calls,
+    )
+
+
+def test_a_duration_of_the_calls_age_plus_the_allowance_is_taken(
+    client, runtime_headers, tenant, did
+):
+    call_id = start(client, runtime_headers, did).json["id"]
+    answer(client, runtime_headers, call_id)
+    Call.update(started_at=utcnow() - timedelta(seconds=100)).where(Call.id == call_id).execute()
+    body = end_body(durationSeconds=100 + DURATION_ALLOWANCE_SECONDS, talkTimeSeconds=150)
+    response = client.post(f"{RUNTIME}/{call_id}/ended", json=body, headers=runtime_headers)
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert (response.json["durationSeconds"], response.json["billedMinutes"]) == (160, 3)
+    assert usage_entries() == 1 and len(events_of("call.ended")) == 1
+
+
+def test_a_call_that_lived_long_may_report_a_long_duration(client, runtime_headers, tenant, did):
+    call_id = start(client, runtime_headers, did).json["id"]
+    answer(client, runtime_headers, call_id)
+    Call.update(started_at=utcnow() - timedelta(hours=2)).where(Call.id == call_id).execute()
+    body = end_body(durationSeconds=7_200, talkTimeSeconds=3_000)
+    response = client.post(f"{RUNTIME}/{call_id}/ended", json=body, headers=runtime_headers)
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert (response.json["durationSeconds"], response.json["billedMinutes"]) == (7_200, 50)
+    assert balance_of(tenant) == 50
+
+
+def test_a_repeated_end_is_taken_whatever_its_duration(client, runtime_headers, tenant, did):
+    """The rule is for the end that ends the call: a repeat of an end already taken answers
+    200 unchanged, however long it says the call was, and another status is still 409."""
+    call_id = whole_call(client, runtime_headers, did)
+    before = Call.get_by_id(call_id).__data__
+    path = f"{RUNTIME}/{call_id}/ended"
+    again = end_body(durationSeconds=86_400, talkTimeSeconds=86_400)
+    response = client.post(path, json=again, headers=runtime_headers)
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert (response.json["durationSeconds"], response.json["billedMinutes"]) == (95, 2)
+    assert Call.get_by_id(call_id).__data__ == before
+    assert usage_entries() == 1 and len(events_of("call.ended")) == 1
+    other = client.post(path, json={**again, "status": "dropped"}, headers=runtime_headers)
+    assert_error(other, 409, "illegal_transition")

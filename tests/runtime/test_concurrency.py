@@ -10,7 +10,7 @@ import pytest
 from app.models import Call, CreditTransaction, Event, Tenant
 from app.services import billing
 from app.services import tenants as tenant_service
-from tests.call_flow import RUNTIME, answer, end, end_body, start
+from tests.call_flow import RUNTIME, answer, backdate, end, end_body, start
 from tests.conftest import RUNTIME_TOKEN
 from tests.helpers import ACTOR
 
@@ -67,7 +67,9 @@ def test_two_processes_ending_the_same_call_charge_it_once(
 ):
     call_id = start(client, runtime_headers, did).json["id"]
     client.post(f"{RUNTIME}/{call_id}/answered", headers=runtime_headers)
-    answers = race(app_config, f"{RUNTIME}/{call_id}/ended", end_body(talkTimeSeconds=150))
+    body = end_body(talkTimeSeconds=150)
+    backdate(call_id, body["durationSeconds"])
+    answers = race(app_config, f"{RUNTIME}/{call_id}/ended", body)
 
     assert [status for status, _ in answers] == [200, 200]
     assert answers[0][1] == answers[1][1]

@@ -15,7 +15,7 @@ from app.models import Delivery
 from app.services import billing
 from app.services import tenants as tenant_service
 from app.services import webhooks as webhook_service
-from tests.call_flow import RUNTIME, answer, end, start
+from tests.call_flow import RUNTIME, answer, backdate, end, end_body, start
 from tests.helpers import ACTOR, captured_queries
 
 TABLE = re.compile(r'^(?:(UPDATE|INSERT) (?:INTO )?|(SELECT) .*? FROM )"?(\w+)', re.S)
@@ -60,8 +60,11 @@ def run_lifecycle(client, headers, did, **start_fields) -> dict[str, list[str]]:
         )
         assert response.status_code == 200
     steps["transcript"] = seen
+    body = end_body()
+    backdate(call_id, body["durationSeconds"])  # the call lived as long as it reports
     with statements() as seen:
-        assert end(client, headers, call_id).status_code == 200
+        ended = client.post(f"{RUNTIME}/{call_id}/ended", json=body, headers=headers)
+        assert ended.status_code == 200
     steps["ended"] = seen
     return steps
 
@@ -140,9 +143,22 @@ def test_repeats_change_nothing_in_two_statements(client, runtime_headers, did):
     answer(client, runtime_headers, call_id)
     end(client, runtime_headers, call_id)
     with statements() as seen:
-        assert end(client, runtime_headers, call_id).status_code == 200
+        again = client.post(f"{RUNTIME}/{call_id}/ended", json=end_body(), headers=runtime_headers)
+        assert again.status_code == 200
         assert answer(client, runtime_headers, call_id).status_code == 409
     assert seen == ["UPDATE call", "SELECT call"] * 2
+
+
+def test_a_duration_past_the_calls_age_is_refused_in_two_statements(client, runtime_headers, did):
+    """The bound on the duration is in the conditional UPDATE: an end within it costs no
+    statement more (LIFECYCLE), and one beyond it is the UPDATE and the read that tells why."""
+    call_id = start(client, runtime_headers, did).json["id"]
+    with statements() as seen:
+        refused = client.post(
+            f"{RUNTIME}/{call_id}/ended", json=end_body(), headers=runtime_headers
+        )
+        assert refused.status_code == 422
+    assert seen == ["UPDATE call", "SELECT call"]
 
 
 @pytest.mark.parametrize(("balance", "emits"), [(10, True), (100, False)])

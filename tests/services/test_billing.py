@@ -1,6 +1,7 @@
 """Billing: usage rounding, and the balance always equal to the ledger's sum."""
 
 import itertools
+from datetime import timedelta
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,6 +15,7 @@ from app.services import billing
 from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
 from app.services.calls import lifecycle as call_lifecycle
+from app.util import utcnow
 from tests.helpers import ACTOR
 
 
@@ -103,7 +105,9 @@ def test_balance_always_equals_the_ledger_sum(app, steps, threshold):
         else:
             try:
                 call = call_lifecycle.start_call(
-                    did=number.display_number, caller_number="+628123456"
+                    did=number.display_number,
+                    caller_number="+628123456",
+                    started_at=utcnow() - timedelta(seconds=amount),  # as long ago as it lasts
                 )
             except AppError as error:
                 assert balance <= 0 and error.code == "no_credits"

@@ -61,11 +61,12 @@ def test_a_call_without_events_is_one_query(tenant):
 
 
 def test_a_calls_events_since_a_time_include_those_naming_no_call(tenant, other_tenant):
-    emit(tenant, "call.started", callId="call_1")  # before the time
+    started = emit(tenant, "call.started", callId="call_1")  # the call's, before the time
+    emit(tenant, "credits.low", balanceMinutes=5, threshold=10)  # before the time
     since = utcnow()
-    started = emit(tenant, "call.started", callId="call_1")
+    answered = emit(tenant, "call.answered", callId="call_1")
     emit(tenant, "call.started", callId="call_2")
     low = emit(tenant, "credits.low", balanceMinutes=3, threshold=10)
     emit(other_tenant, "call.ended", callId="call_1")  # not the tenant's
     found = events.call_events_since(tenant_id=tenant.id, call_id="call_1", since=since)
-    assert [event.id for event in found] == [started.id, low.id]
+    assert [event.id for event in found] == [started.id, answered.id, low.id]

@@ -21,6 +21,7 @@ from app.db import database
 from app.models import Call, CreditTransaction, Delivery, Event, Tenant
 from app.services import billing, events
 from app.services import tenants as tenant_service
+from tests.call_flow import backdate
 from tests.conftest import RUNTIME_TOKEN
 from tests.helpers import ACTOR
 from tests.receiver import Answer, Receiver
@@ -182,6 +183,7 @@ class RuntimeClient(threading.Thread):
                 "hangupInitiator": "caller",
                 "aiCostIdr": talk * 10,
             }
+            backdate(call_id, talk + 5)  # through the test's database: it lived its duration
             self.post(session, f"/{call_id}/ended", ended)
             self.post(session, f"/{call_id}/ended", ended)  # a repeat charges nothing
             self.talk[call_id] = talk

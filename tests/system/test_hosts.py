@@ -29,6 +29,7 @@ from app.services import billing
 from app.services import keys as key_service
 from app.services import tenants as tenant_service
 from app.util import utcnow
+from tests.call_flow import backdate
 from tests.conftest import RUNTIME_TOKEN
 from tests.helpers import ACTOR
 from tests.receiver import Answer, Receiver
@@ -158,6 +159,7 @@ class RuntimeClient(threading.Thread):
                 self.post(session, f"/{call_id}/answered", {})
                 summary = {"transcriptSummary": f"Call {count}."}
                 self.post(session, f"/{call_id}/transcript", summary)
+                backdate(call_id, talk + 5)  # through the test's database: it lived that long
                 self.post(
                     session,
                     f"/{call_id}/ended",

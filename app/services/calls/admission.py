@@ -195,14 +195,17 @@ def record_call(
     direction: str,
     provider_call_id: str | None,
     variables: dict[str, str],
+    started_at: datetime | None = None,
 ) -> Call:
     """Insert the call (ringing, or failed when nobody can take it); inside a transaction.
 
     An admitted call takes one of the tenant's concurrent-call slots and holds min(its
     agent's limit, available) minutes of its credit (app.services.billing); its
-    reserved_minutes are its allowance.
+    reserved_minutes are its allowance. started_at (default now) is when it started; its
+    hold runs from now either way.
     """
     now = utcnow()
+    started_at = started_at or now
     call_id = new_id("call")
     # Counts the call and takes call.started's seq. The UPDATE locks the tenant row until
     # commit, so the balance, holds and calls in progress it returns stay current until then,
@@ -231,7 +234,7 @@ def record_call(
             "callerNumber": caller_number,
             "did": line.display_number,
         },
-        occurred_at=now,
+        occurred_at=started_at,
         seq=seq,
     )
     agent = line.answering
@@ -261,16 +264,19 @@ def record_call(
         callee_number=callee,
         direction=direction,
         status="failed" if rejection else "ringing",
-        started_at=now,
+        started_at=started_at,
         updated_at=now,
         variables=variables,
         reserved_minutes=held,
         reservation_expires_at=hold_expiry(now, held),
-        **(rejected_values(rejection, now) if rejection else {}),
+        **(rejected_values(rejection, started_at) if rejection else {}),
     )
     if rejection:
         events.emit(
-            tenant_id=line.tenant_id, type="call.ended", data=ended_data(call), occurred_at=now
+            tenant_id=line.tenant_id,
+            type="call.ended",
+            data=ended_data(call),
+            occurred_at=started_at,
         )
     return call
 

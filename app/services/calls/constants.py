@@ -14,6 +14,9 @@ DIRECTIONS = ("inbound", "outbound")
 MAX_DISPATCH = 50
 # A call's metadata, as compact JSON: what the runtime sends and what the call keeps merged.
 MAX_METADATA_BYTES = 16 * 1024
+# A call's reported durationSeconds is at most the time since it started (the service's
+# clock) plus this much, which covers a runtime's clock and its network delays.
+DURATION_ALLOWANCE_SECONDS = 60
 
 # Why a WhatsApp call ended, beside the usual reasons (hangupReason is free text): the user
 # rejected a business-initiated call, or Meta refused it for want of the user's permission.

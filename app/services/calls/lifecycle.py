@@ -6,7 +6,7 @@ Steps that must happen once (answering, ending) are conditional UPDATEs on the s
 two processes reporting the same step at once change and charge the call exactly once.
 """
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 import peewee as pw
@@ -19,6 +19,7 @@ from app.services import billing, campaign_progress, events
 from app.services.calls import admission
 from app.services.calls.constants import (
     COST_COMPONENTS,
+    DURATION_ALLOWANCE_SECONDS,
     MAX_COST_IDR,
     MAX_METADATA_BYTES,
     MAX_TURN_BYTES,
@@ -72,13 +73,16 @@ def start_call(
     provider_call_id: str | None = None,
     variables: dict[str, str] | None = None,
     agent_version: int | None = None,
+    started_at: datetime | None = None,
 ) -> admission.StartedCall:
     """Record an incoming call and return it with its session, or Conflict no_agent,
     concurrency_limit or no_credits.
 
     The call is answered with the version of the number's agent that the number is pinned to,
     else its latest; agent_version, when given, overrides both (`flask calls simulate
-    --version`), and must be one the agent has (ValidationFailed).
+    --version`), and must be one the agent has (ValidationFailed). started_at, when given,
+    is when the call started, for a call simulated after the fact (`flask calls simulate`);
+    its credit hold still runs from now.
 
     A repeated provider_call_id (per tenant) returns the call recorded first (with the
     variables it was recorded with). Variables that would fill the session past its size are
@@ -104,6 +108,7 @@ def start_call(
                     direction=direction,
                     provider_call_id=provider_call_id,
                     variables=variables or {},
+                    started_at=started_at,
                 )
         except pw.IntegrityError:
             # The unique (tenant, providerCallId) index: another request with the same id
@@ -155,6 +160,22 @@ def _illegal(call: Call, target: str) -> Conflict:
     )
 
 
+def _too_long(call: Call, duration_seconds: int, now: datetime) -> ValidationFailed:
+    """The error for a duration longer than the open call has lived (plus the allowance)."""
+    age = max(0, int((now - call.started_at).total_seconds()))
+    most = age + DURATION_ALLOWANCE_SECONDS
+    return ValidationFailed(
+        "Invalid value for durationSeconds.",
+        details={
+            "durationSeconds": [
+                f"Must be at most the time since the call started plus "
+                f"{DURATION_ALLOWANCE_SECONDS} s: it started {age:,} s ago, so at most "
+                f"{most:,} (got {duration_seconds:,})."
+            ]
+        },
+    )
+
+
 def _costs(ai_cost_idr: int | None, cost_breakdown: dict[str, int] | None) -> dict[str, Any]:
     """The cost columns of an ended call: aiCostIdr, and the breakdown when one was reported
     (a component left out is 0). With both, aiCostIdr must be the breakdown's sum; with only
@@ -201,15 +222,18 @@ def end_call(
     """End an open call, charge its minutes and emit call.ended (and credits.low), at once;
     free its hold and its concurrent-call slot.
 
-    The AI cost is ai_cost_idr, cost_breakdown or both (see _costs). A repeat for a call
-    already in that end status returns it unchanged and charges nothing.
+    The AI cost is ai_cost_idr, cost_breakdown or both (see _costs). duration_seconds may be
+    at most the call's age on the service's clock plus DURATION_ALLOWANCE_SECONDS
+    (ValidationFailed, nothing changed). A repeat for a call already in that end status
+    returns it unchanged and charges nothing.
     """
     costs = _costs(ai_cost_idr, cost_breakdown)
     with transaction():
+        now = utcnow()
         minutes = billing.usage_minutes(talk_time_seconds)
         values: dict[str, Any] = dict(
             status=status,
-            ended_at=ended_at or utcnow(),
+            ended_at=ended_at or now,
             duration_seconds=duration_seconds,
             talk_time_seconds=talk_time_seconds,
             hangup_reason=hangup_reason,
@@ -239,7 +263,13 @@ def end_call(
                         ]
                     },
                 )
-        call = update_if(call_id, Call.status.in_(OPEN_STATUSES), **values)
+        # The call started long enough ago for its duration, checked in the same UPDATE.
+        latest_start = now - timedelta(seconds=duration_seconds - DURATION_ALLOWANCE_SECONDS)
+        call = update_if(
+            call_id,
+            Call.status.in_(OPEN_STATUSES) & (Call.started_at <= latest_start),
+            **values,
+        )
         if call is None:
             call = _runtime_call(call_id)  # NotFound when there is no such call
             if call.hangup_reason == RUNTIME_LOST:
@@ -249,6 +279,8 @@ def end_call(
                     code="call_not_active",
                     details={"status": call.status, "hangupReason": RUNTIME_LOST},
                 )
+            if call.status in OPEN_STATUSES:
+                raise _too_long(call, duration_seconds, now)
             if call.status == status:
                 return call
             raise _illegal(call, status)

@@ -22,7 +22,11 @@ def line(tenant, did):
 
 
 def whole_call(*, talk: int, started_at: datetime, answer: bool = True) -> str:
-    call = call_lifecycle.start_call(did=DID, caller_number="+6281234567890").call
+    # Started as long ago as it lasts (a call reports no more than it lived), then moved.
+    lasted = utcnow() - timedelta(seconds=talk + 10)
+    call = call_lifecycle.start_call(
+        did=DID, caller_number="+6281234567890", started_at=lasted
+    ).call
     if answer:
         call_lifecycle.answer_call(call_id=call.id)
     call_lifecycle.end_call(

@@ -8,7 +8,7 @@ import requests
 from playwright.sync_api import expect
 
 from app.util import utcnow
-from tests.call_flow import CALLER, RUNTIME, end_body
+from tests.call_flow import CALLER, RUNTIME, backdate, end_body
 from tests.system.browser.conftest import headed_row, heading, menu
 
 
@@ -26,6 +26,7 @@ def test_usage_shows_this_month_by_component_and_by_day(
     runtime(f"/{ended}/answered")
     report = {**end_body(talkTimeSeconds=125), "costBreakdown": {"llm": 1500, "telephony": 500}}
     del report["aiCostIdr"]
+    backdate(ended, report["durationSeconds"])  # it lived as long as its end reports
     runtime(f"/{ended}/ended", **report)
     runtime("", did=did, callerNumber=CALLER)  # still in progress
 
