@@ -121,6 +121,11 @@ WRITES = [
     ("POST", "/campaigns/cmp_00000000000000000000/pause", None),
     ("POST", "/campaigns/cmp_00000000000000000000/resume", None),
     ("POST", "/campaigns/cmp_00000000000000000000/cancel", None),
+    ("POST", "/phone-numbers/{number}/call-permission-requests", {"to": "+6281300000001"}),
+    ("POST", "/whatsapp/accounts", {"wabaId": "1", "accessToken": "t" * 20, "appSecret": "s"}),
+    ("PATCH", "/whatsapp/accounts/waa_00000000000000000000", {"label": "Renamed"}),
+    ("POST", "/whatsapp/accounts/waa_00000000000000000000/sync", None),
+    ("DELETE", "/whatsapp/accounts/waa_00000000000000000000", None),
 ]
 
 

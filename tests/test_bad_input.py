@@ -30,12 +30,14 @@ BODY_ROUTES = [
     ("POST", "/api/v1/campaigns"),
     ("POST", "/api/v1/whatsapp/accounts"),
     ("PATCH", "/api/v1/whatsapp/accounts/waa_x"),
+    ("POST", "/api/v1/phone-numbers/pn_x/call-permission-requests"),
     ("POST", RUNTIME),
     ("POST", f"{RUNTIME}/call_x/answered"),
     ("POST", f"{RUNTIME}/call_x/transcript"),
     ("POST", f"{RUNTIME}/call_x/ended"),
     ("POST", f"{RUNTIME}/call_x/function-calls"),
     ("POST", "/internal/v1/dispatch"),
+    ("POST", "/internal/v1/whatsapp/events"),
 ]
 PAGED = ["/api/v1/calls", "/api/v1/credits/transactions", "/api/v1/webhooks/{webhook}/deliveries"]
 

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from app.models import ALL_MODELS, Delivery
+from app.models import ALL_MODELS, Delivery, PhoneNumber
 from app.resources import TENANT_BLUEPRINTS
 from app.services import billing, events
 from app.services import campaigns as campaign_service
@@ -76,28 +76,31 @@ def make_campaign(ctx) -> str:
     ).id
 
 
+def linked_account(ctx):
+    """Tenant A's WhatsApp Business account, with one imported number, from the Graph API
+    stand-in (linked once per test)."""
+    if "account" not in ctx:
+        ctx["fake_graph"].add_waba(
+            "4001", "EAAG-isolation-token", [number("5001", "+62 811-555-0001")]
+        )
+        ctx["account"] = whatsapp_accounts.link(
+            actor=ACTOR,
+            tenant=ctx["tenant"],
+            waba_id="4001",
+            access_token="EAAG-isolation-token",
+            app_secret="isolation-app-secret",
+        ).account
+    return ctx["account"]
+
+
 def make_number(ctx) -> str:
-    """A number of tenant A that answers with A's agent (so unassigning it would show)."""
-    number = number_service.add_number(
-        actor=ACTOR, tenant=ctx["tenant"], display_number="+6221555099"
-    )
+    """A number of tenant A that answers with A's agent (so unassigning it would show): the
+    WhatsApp number its account imported, so that its call permissions can be asked about."""
+    imported = PhoneNumber.get(PhoneNumber.whatsapp_account == linked_account(ctx).id)
     number_service.assign_agent(
-        actor=ACTOR, tenant=ctx["tenant"], number_id=number.id, agent_id=ctx["agent_id"]
+        actor=ACTOR, tenant=ctx["tenant"], number_id=imported.id, agent_id=ctx["agent_id"]
     )
-    return number.id
-
-
-def make_whatsapp_account(ctx) -> str:
-    """A WhatsApp Business account of tenant A, with one imported number, from the Graph
-    API stand-in."""
-    ctx["fake_graph"].add_waba("4001", "EAAG-isolation-token", [number("5001", "+62 811-555-0001")])
-    return whatsapp_accounts.link(
-        actor=ACTOR,
-        tenant=ctx["tenant"],
-        waba_id="4001",
-        access_token="EAAG-isolation-token",
-        app_secret="isolation-app-secret",
-    ).account.id
+    return imported.id
 
 
 # How to make, for tenant A, the resource each URL variable names. A route with a variable
@@ -116,7 +119,12 @@ FACTORIES = {
     "event_id": lambda ctx: make_delivery(ctx).event_id,
     "version": lambda ctx: "1",  # every agent has its version 1
     "campaign_id": make_campaign,
-    "account_id": make_whatsapp_account,
+    "account_id": lambda ctx: linked_account(ctx).id,
+}
+
+# The query of each route that needs one, valid as the owner would send it.
+QUERIES = {
+    ("GET", "/api/v1/phone-numbers/<number_id>/call-permissions"): "?to=%2B6281300000001",
 }
 
 # The body of each route that reads one: valid (the owner's same request succeeds, so the
@@ -132,6 +140,9 @@ BODIES = {
     ("PATCH", "/api/v1/webhooks/<webhook_id>"): {"events": ["call.started", "call.ended"]},
     ("POST", "/api/v1/webhooks/<webhook_id>/rotate-secret"): {"overlapHours": 1},
     ("PATCH", "/api/v1/whatsapp/accounts/<account_id>"): {"label": "Taken over"},
+    ("POST", "/api/v1/phone-numbers/<number_id>/call-permission-requests"): {
+        "to": "+6281300000001"
+    },
     # A range without events: a replay the owner makes sends nothing while the test looks.
     ("POST", "/api/v1/webhooks/<webhook_id>/replay"): {
         "since": "2000-01-01T00:00:00Z",
@@ -189,6 +200,7 @@ def test_other_tenant_gets_404_and_changes_nothing(
     checked = []
     for rule, method in id_routes(app):
         path = re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", lambda m: values[m.group(1)], rule.rule)
+        path += QUERIES.get((method, rule.rule), "")
         body = BODIES.get((method, rule.rule))
         before = snapshot()
         response = client.open(path, method=method, json=body, headers=other_headers)
@@ -199,7 +211,7 @@ def test_other_tenant_gets_404_and_changes_nothing(
             owner = client.open(path, method=method, json=body, headers=headers)
             assert owner.status_code in (200, 201, 202), f"{method} {path}: {owner.status_code}"
         checked.append(f"{method} {rule.rule}")
-    assert len(checked) == 35, checked  # every tenant route and verb taking an id
+    assert len(checked) == 37, checked  # every tenant route and verb taking an id
 
 
 def test_lists_show_nothing_of_another_tenant(

@@ -139,7 +139,7 @@ def test_a_call_shows_on_the_overview_figures(page, shot, signed_in, server, did
 def test_the_menu_fits_on_one_line_at_1280_and_wraps_inside_a_narrow_screen(page, shot, signed_in):
     signed_in("owner")
     links = menu(page).get_by_role("link")
-    expect(links).to_have_count(12)
+    expect(links).to_have_count(13)
     boxes = [links.nth(index).bounding_box() for index in range(links.count())]
     assert len({round(box["y"]) for box in boxes if box}) == 1, boxes
     header = page.locator("header.top").bounding_box()
