@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.db import database
-from app.services import campaigns, function_calls, function_tests
+from app.services import campaign_permissions, campaigns, function_calls, function_tests
 from app.services.calls import lifecycle as call_lifecycle
 from app.services.deliveries import attempt as delivery_attempt
 from app.services.deliveries import dispatch as delivery_dispatch
@@ -47,7 +47,7 @@ def seek_call_permission(contact_id: str) -> str:
     """Ask Meta (and, when its campaign says so, the user) for a waiting campaign contact's
     call permission; what happened."""
     with database.connection_context():
-        return campaigns.seek_call_permission(contact_id=contact_id)
+        return campaign_permissions.seek_call_permission(contact_id=contact_id)
 
 
 def sweep() -> int:

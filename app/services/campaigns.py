@@ -26,11 +26,10 @@ from zoneinfo import ZoneInfo
 
 import peewee as pw
 
-from app import queue
 from app.db import is_sqlite, transaction, unit_of_work
-from app.errors import AppError, Conflict, NotFound, ValidationFailed
+from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Call, Campaign, CampaignContact, PhoneNumber, Tenant
-from app.services import audit, campaign_progress, limits
+from app.services import audit, campaign_permissions, campaign_progress, limits
 from app.services import tenants as tenant_service
 from app.services.calls import admission
 from app.services.calls import outbound as outbound_calls
@@ -48,15 +47,6 @@ CONTACTS_PER_INSERT = 500
 SWEEP_CAMPAIGNS = 200
 # A contact waits for the user's call permission this many hours at most (default 24).
 MAX_PERMISSION_WAIT_HOURS = 168
-# The RQ queue of the jobs that ask Meta and users for call permission (WHATSAPP_WORKERS).
-PERMISSION_QUEUE = "whatsapp"
-# Contacts a sweep marks awaiting permission, or asks Meta about again, per campaign at most.
-PERMISSION_BATCH = 100
-# How often Meta is asked again about a contact awaiting permission (a grant usually arrives
-# sooner, as the user's reply forwarded by the runtime).
-PERMISSION_RECHECK_MINUTES = 60
-# A permission request that failed for these reasons was not sent: the next recheck sends it.
-UNSENT = ("whatsapp_busy", "whatsapp_rate_limited", "whatsapp_unavailable", "not_configured")
 
 
 @dataclass(frozen=True)
@@ -374,7 +364,11 @@ def _place(campaign_id: str, tenant_id: str, now: datetime) -> int:
                 )
                 .order_by(CampaignContact.next_attempt_at, CampaignContact.seq)
                 # On a WhatsApp number contacts without permission use no room: look at more.
-                .limit(room if number.channel != "whatsapp" else max(room, PERMISSION_BATCH))
+                .limit(
+                    room
+                    if number.channel != "whatsapp"
+                    else max(room, campaign_permissions.PERMISSION_BATCH)
+                )
                 .tuples()
             ),
         )
@@ -386,7 +380,7 @@ def _place(campaign_id: str, tenant_id: str, now: datetime) -> int:
             allowed = permissions.allowed(number.id, [to for _, to, _ in due], now)
             awaiting = [contact_id for contact_id, to, _ in due if to not in allowed]
             due = [contact for contact in due if contact[1] in allowed][:room]
-            _await_permission(campaign_id, awaiting, now)
+            campaign_permissions.await_permission(campaign_id, awaiting, now)
         if not due:
             _due_again(campaign_id, now)  # the others may be due: to the back of the turn
             return 0
@@ -426,148 +420,6 @@ def _place(campaign_id: str, tenant_id: str, now: datetime) -> int:
     return len(due)
 
 
-def _await_permission(campaign_id: str, contact_ids: list[str], now: datetime) -> None:
-    """pending → awaiting_permission for contacts the number may not call yet (no attempt
-    used), and, once the sweep's transaction commits, a job each that asks Meta and, when
-    the campaign says so, asks the user (app.jobs.seek_call_permission). While it waits a
-    contact's next_attempt_at is when Meta is asked again (_recheck_waits)."""
-    if not contact_ids:
-        return
-    CampaignContact.update(
-        status="awaiting_permission",
-        awaiting_since=now,
-        next_attempt_at=now + timedelta(minutes=PERMISSION_RECHECK_MINUTES),
-        updated_at=now,
-    ).where(CampaignContact.id.in_(contact_ids)).execute()
-    Campaign.update(
-        {
-            Campaign.pending_count: Campaign.pending_count - len(contact_ids),
-            Campaign.awaiting_permission_count: Campaign.awaiting_permission_count
-            + len(contact_ids),
-        }
-    ).where(Campaign.id == campaign_id).execute()
-    for contact_id in contact_ids:
-        queue.defer(PERMISSION_QUEUE, "app.jobs.seek_call_permission", contact_id)
-
-
-def seek_call_permission(*, contact_id: str) -> str:
-    """For a contact awaiting permission: Meta's answer now (a grant makes it due at once),
-    else, with the campaign's whatsapp.requestPermission, one permission request to the user
-    (never a second: the contact is marked before it is sent, and unmarked only when Meta
-    could not be reached, so that the next recheck sends it). Graph requests outside any
-    transaction. What happened: granted, requested, waiting or skipped."""
-    contact = CampaignContact.get_or_none(CampaignContact.id == contact_id)
-    if contact is None or contact.status != "awaiting_permission":
-        return "skipped"
-    campaign = Campaign.get_by_id(contact.campaign_id)
-    number = PhoneNumber.get_or_none(PhoneNumber.id == campaign.phone_number_id)
-    if number is None or campaign.status not in ("running", "paused"):
-        return "skipped"
-    try:
-        permissions.require_whatsapp(number)
-    except AppError:
-        return "skipped"  # the number left WhatsApp: its contacts wait out their time
-    to = contact.to_number
-    permission: permissions.Permission | None = None
-    try:
-        permission = permissions.ask_meta(number, to)
-    except AppError as exc:
-        log.warning("call permission of contact %s not checked: %s", contact_id, exc.code)
-    if permission is not None and permission.valid:
-        return "granted"
-    settings = campaign.whatsapp or {}
-    if not settings.get("requestPermission") or contact.permission_requested_at is not None:
-        return "waiting"
-    if permission is None or not permission.can_request:
-        return "waiting"  # Meta did not answer, or allows no request now: the next recheck
-    with transaction():
-        claimed = (
-            CampaignContact.update(permission_requested_at=utcnow())
-            .where(
-                (CampaignContact.id == contact_id)
-                & (CampaignContact.status == "awaiting_permission")
-                & CampaignContact.permission_requested_at.is_null()
-            )
-            .execute()
-        )
-    if not claimed:
-        return "waiting"
-    try:
-        permissions.send_request(
-            number, to, text=settings.get("text"), template=settings.get("template")
-        )
-    except AppError as exc:
-        log.warning("call permission request of contact %s not sent: %s", contact_id, exc.code)
-        if exc.code in UNSENT:
-            with transaction():
-                CampaignContact.update(permission_requested_at=None).where(
-                    CampaignContact.id == contact_id
-                ).execute()
-        return "waiting"
-    return "requested"
-
-
-def _recheck_waits(campaign_id: str, now: datetime) -> int:
-    """Ask Meta again about the campaign's contacts awaiting permission whose next check is
-    due (a job each, after commit), at most PERMISSION_BATCH per sweep; how many."""
-    with transaction():
-        campaign = campaign_progress.lock_with_tenant(campaign_id)
-        if campaign is None or campaign.status != "running":
-            return 0
-        query = (
-            CampaignContact.select(CampaignContact.id)
-            .where(
-                (CampaignContact.campaign == campaign_id)
-                & (CampaignContact.status == "awaiting_permission")
-                & (CampaignContact.next_attempt_at <= now)
-            )
-            .order_by(CampaignContact.next_attempt_at, CampaignContact.seq)
-            .limit(PERMISSION_BATCH)
-            .tuples()
-        )
-        ids = [row[0] for row in cast(list[tuple[str]], list(query))]
-        if not ids:
-            return 0
-        CampaignContact.update(
-            next_attempt_at=now + timedelta(minutes=PERMISSION_RECHECK_MINUTES)
-        ).where(CampaignContact.id.in_(ids)).execute()
-        for contact_id in ids:
-            queue.defer(PERMISSION_QUEUE, "app.jobs.seek_call_permission", contact_id)
-    return len(ids)
-
-
-def _serve_waits(now: datetime) -> int:
-    """For each running campaign with contacts awaiting permission: end those that waited
-    longer than its permissionWaitHours (failed, lastOutcome no_permission), and ask Meta
-    again about those whose recheck is due. A transaction only for a campaign that has such
-    contacts; how many ended."""
-    waiting = (
-        Campaign.select(Campaign.id, Campaign.permission_wait_hours)
-        .where((Campaign.status == "running") & (Campaign.awaiting_permission_count > 0))
-        .tuples()
-    )
-    ended = 0
-    for campaign_id, hours in cast(list[tuple[str, int]], list(waiting)):
-        first = (
-            CampaignContact.select(
-                pw.fn.MIN(CampaignContact.awaiting_since),
-                pw.fn.MIN(CampaignContact.next_attempt_at),
-            )
-            .where(
-                (CampaignContact.campaign == campaign_id)
-                & (CampaignContact.status == "awaiting_permission")
-            )
-            .tuples()
-        )
-        oldest, recheck = cast(tuple[datetime | None, datetime | None], first.get())
-        if oldest is not None and oldest <= now - timedelta(hours=hours):
-            with transaction():
-                ended += campaign_progress.expire_waits(campaign_id, now)
-        if recheck is not None and recheck <= now:
-            _recheck_waits(campaign_id, now)
-    return ended
-
-
 def _due_campaigns(now: datetime) -> list[tuple[str, str]]:
     """The (id, tenant id) of up to SWEEP_CAMPAIGNS running campaigns due at now with room
     and pending contacts (the index on status, due_at finds them): each tenant's first
@@ -597,5 +449,5 @@ def place_due(*, now: datetime | None = None) -> int:
     """The sweep: queue the calls of the due campaigns' due contacts that their windows and
     their room allow, one transaction per campaign; how many calls were queued."""
     now = now or utcnow()
-    _serve_waits(now)
+    campaign_permissions.serve_waits(now)
     return sum(_place(campaign, tenant, now) for campaign, tenant in _due_campaigns(now))

@@ -6,8 +6,7 @@ from datetime import timedelta
 import pytest
 
 from app.models import Call, Campaign, CampaignContact
-from app.services import billing
-from app.services import campaigns as campaign_service
+from app.services import billing, campaign_permissions
 from app.util import utcnow
 from tests.campaigns import answered, claim, contacts, counts, create, created, sweep
 from tests.helpers import ACTOR, assert_error
@@ -216,7 +215,7 @@ def test_a_waiting_contact_is_asked_about_again_after_the_recheck_interval(
     fake_graph.grant(number.whatsapp_phone_number_id, GRANTED_LATER, "permanent")
     assert sweep() == 0  # not yet: the user's reply usually comes first
     assert len(fake_graph.requests) == checks
-    later = utcnow() + timedelta(minutes=campaign_service.PERMISSION_RECHECK_MINUTES + 1)
+    later = utcnow() + timedelta(minutes=campaign_permissions.PERMISSION_RECHECK_MINUTES + 1)
     assert sweep(later) == 1  # asked again, granted, due and placed in the same sweep
     assert statuses(campaign_id) == {GRANTED_LATER: "in_progress"}
 
@@ -232,9 +231,9 @@ def test_a_request_meta_could_not_take_is_sent_at_the_next_recheck(
     (contact,) = contacts(campaign_id)
     assert contact.permission_requested_at is None
     fake_graph.fail.clear()
-    later = utcnow() + timedelta(minutes=campaign_service.PERMISSION_RECHECK_MINUTES + 1)
+    later = utcnow() + timedelta(minutes=campaign_permissions.PERMISSION_RECHECK_MINUTES + 1)
     sweep(later)
-    sweep(later + timedelta(minutes=campaign_service.PERMISSION_RECHECK_MINUTES + 1))
+    sweep(later + timedelta(minutes=campaign_permissions.PERMISSION_RECHECK_MINUTES + 1))
     assert [message["to"] for message in fake_graph.messages] == [GRANTED_LATER.lstrip("+")]
     (contact,) = contacts(campaign_id)
     assert contact.permission_requested_at is not None
@@ -247,7 +246,7 @@ def test_a_request_over_metas_limit_is_not_sent_again(client, headers, number, f
     fake_graph.fail["messages"] = "request_limit"
     sweep()
     fake_graph.fail.clear()
-    later = utcnow() + timedelta(minutes=campaign_service.PERMISSION_RECHECK_MINUTES + 1)
+    later = utcnow() + timedelta(minutes=campaign_permissions.PERMISSION_RECHECK_MINUTES + 1)
     sweep(later)
     assert fake_graph.messages == []
     assert statuses(campaign_id) == {GRANTED_LATER: "awaiting_permission"}
