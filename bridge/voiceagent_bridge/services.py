@@ -6,6 +6,7 @@ to copy for another provider. `gemini_live_services` is the WhatsApp bot's defau
 speech-to-speech service in place of the three.
 """
 
+import importlib
 import os
 from typing import Any
 
@@ -116,3 +117,9 @@ def gemini_live_services(
     return RealtimeServices(
         llm=llm, user_params=LLMUserAggregatorParams(user_turn_strategies=strategies)
     )
+
+
+def load_factory(path: str) -> Any:
+    """The services factory a bot's BOT_SERVICES names as module:function."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)

@@ -17,7 +17,6 @@ pipecat-examples' twilio-chatbot does.
 import argparse
 import asyncio
 import hmac
-import importlib
 import json
 import logging
 import os
@@ -34,6 +33,7 @@ from fastapi.responses import Response
 from bot import ServicesFactory, TwilioBotArguments, bot
 from voiceagent_bridge.bridge import BridgeOptions, Prices
 from voiceagent_bridge.client import RuntimeClient
+from voiceagent_bridge.services import load_factory
 from voiceagent_bridge.twilio import (
     STATUS_PATH,
     STREAM_PATH,
@@ -109,12 +109,6 @@ class BotSettings:
             prices=self.prices,
             report_give_up_s=self.report_give_up_s,
         )
-
-
-def load_factory(path: str) -> ServicesFactory:
-    """The services factory named module:function."""
-    module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 def create_app(settings: BotSettings, factory: ServicesFactory | None = None) -> FastAPI:

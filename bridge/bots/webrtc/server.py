@@ -18,7 +18,6 @@ service for each, to the number the page names, so its server and its page are i
 import argparse
 import asyncio
 import html
-import importlib
 import json
 import logging
 import os
@@ -36,6 +35,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from bot import BrowserBotArguments, ServicesFactory, bot
 from voiceagent_bridge.bridge import BridgeOptions, Prices
 from voiceagent_bridge.client import CallRejected, RuntimeAPIError, RuntimeClient, ValidationFailed
+from voiceagent_bridge.services import load_factory
 from voiceagent_bridge.webrtc import (
     BROWSER_CALLER,
     OFFER_PATH,
@@ -90,12 +90,6 @@ class BotSettings:
             prices=self.prices,
             report_give_up_s=self.report_give_up_s,
         )
-
-
-def load_factory(path: str) -> ServicesFactory:
-    """The services factory named module:function."""
-    module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 def error(status: int, code: str, message: str, details: Any = None) -> JSONResponse:

@@ -16,7 +16,6 @@ the environment, or from a .env file beside this one (env.example lists them).
 
 import argparse
 import asyncio
-import importlib
 import importlib.util
 import json
 import logging
@@ -34,6 +33,7 @@ from pipecat.transports.smallwebrtc.connection import IceServer
 from bot import ServicesFactory, run_call
 from voiceagent_bridge.bridge import BridgeOptions, Prices
 from voiceagent_bridge.client import RuntimeAPIError, RuntimeClient
+from voiceagent_bridge.services import load_factory
 from voiceagent_bridge.webrtc import gather_candidates_on
 from voiceagent_bridge.whatsapp import (
     WEBHOOK_PATH,
@@ -102,12 +102,6 @@ class BotSettings:
             prices=self.prices,
             report_give_up_s=self.report_give_up_s,
         )
-
-
-def load_factory(path: str) -> ServicesFactory:
-    """The services factory named module:function."""
-    module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 def create_app(settings: BotSettings, factory: ServicesFactory | None = None) -> FastAPI:
