@@ -2,7 +2,8 @@
 
 The bot (bridge/bots/whatsapp/server.py, its own process) answers each user's call as it
 answers Meta's: the webhook, the call started with the service (gunicorn, Redis), the WebRTC
-answer, Graph's pre_accept and accept (a fake Graph API on 127.0.0.1), and the call's Pipecat
+answer, Graph's pre_accept and accept (the tests' fake Graph API on 127.0.0.1, the service's
+WHATSAPP_GRAPH_URL), and the call's Pipecat
 pipeline with Gemini Live, whose client is the tests' scripted stand-in (tests/bridge/gemini.py:
 it answers 200 ms after the caller stops, at once, with a tone). The users are aiortc peers in
 this process sending Opus over 127.0.0.1. Each user speaks TURNS times; the added audio latency
@@ -40,7 +41,10 @@ from _harness import (
     service_env,
     temp_sqlite_url,
 )
+from cryptography.fernet import Fernet
 from seed import seed_tenant
+
+from tests.fake_graph import FakeGraph
 
 sys.path.insert(0, str(ROOT / "bridge"))  # this checkout's bridge, as the bot process runs it
 
@@ -48,8 +52,10 @@ CALLS = [int(n) for n in os.environ.get("CALLS", "1,4,8,12,16,20,24").split(",")
 TURNS = int(os.environ.get("TURNS", 5))
 ADDED_BUDGET_MS = float(os.environ.get("ADDED_BUDGET_MS", 60))
 PROFILE = os.environ.get("PROFILE") == "1"
-DID = "+6221000001"
+DID = "+6221000001"  # the WhatsApp number the users call
+META_ID = "1062100001"  # Meta's id of it
 MODEL_PAUSE_S = 0.2  # the scripted Gemini answers this long after the caller stops
+SECRETS_KEY = Fernet.generate_key().decode()  # the bench database's stored secrets
 TICKS = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -59,12 +65,22 @@ def seed(database_url: str) -> None:
     from app.services import billing
     from app.services import tenants as tenant_service
     from app.services.audit import Actor
+    from tests.whatsapp import whatsapp_number
 
-    app = create_app({"DATABASE_URL": database_url, "REDIS_URL": None, "QUEUE_MODE": "inline"})
+    app = create_app(
+        {
+            "DATABASE_URL": database_url,
+            "REDIS_URL": None,
+            "QUEUE_MODE": "inline",
+            "SECRETS_KEY": SECRETS_KEY,
+        }
+    )
     with app.app_context():
         db.upgrade()
-        seeded = seed_tenant(name="bench", calls=0, agents=1, number=DID)
+        seeded = seed_tenant(name="bench", calls=0, agents=1, number="+6221000009")
         tenant = tenant_service.find_tenant(seeded.tenant_id)
+        # The WhatsApp number, on an account whose secrets are stored encrypted.
+        whatsapp_number(tenant, display=DID, meta_id=META_ID, agent_id=seeded.agent_ids[0])
         billing.grant(actor=Actor.system(), tenant=tenant, minutes=10**6)
         db.close_all()
 
@@ -82,28 +98,24 @@ def user_digits(i: int) -> str:
     return f"62812{i:08d}"
 
 
-async def measure(service_url: str, calls: int, profile: Path | None = None) -> dict:
+async def measure(
+    service_url: str, graph: "FakeGraph", calls: int, profile: Path | None = None
+) -> dict:
     import aioice.ice
 
-    from tests.bridge.meta import FakeMeta, RuntimeStandIn, WhatsAppUser
+    from tests.bridge.meta import FakeMeta, WhatsAppUser, graph_calls
+    from tests.whatsapp import APP_SECRET
 
     aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: ["127.0.0.1"]
-    standin = await RuntimeStandIn(service_url, RUNTIME_TOKEN).start()
-    meta = await FakeMeta("pn-bench", DID.lstrip("+")).start()
-    standin.numbers["pn-bench"] = {
-        "phoneNumberId": "pn-bench",
-        "displayNumber": DID,
-        "accessToken": "token",
-        "appSecret": "meta-app-secret",
-        "graphUrl": meta.url,
-    }
+    meta = FakeMeta(META_ID, DID.lstrip("+"), app_secret=APP_SECRET)
+    graph.on_calls = graph_calls(asyncio.get_running_loop(), [meta])
     port = free_port()
     scripts = {f"+{user_digits(i)}": ["Hello."] * TURNS for i in range(calls)}
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-whatsapp-{port}.log", "w")
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "bridge")]),
-        "SERVICE_URL": standin.url,
+        "SERVICE_URL": service_url,
         "RUNTIME_TOKEN": RUNTIME_TOKEN,
         "WHATSAPP_VERIFY_TOKEN": "bench",
         "BOT_SERVICES": "tests.bridge.gemini:services",
@@ -190,16 +202,15 @@ async def measure(service_url: str, calls: int, profile: Path | None = None) -> 
             "idle_mb": idle_rss,
         }
     finally:
-        # Asked to stop, the bot ends once its calls have, their reports made (through the
-        # stand-in, on this loop: waited for off it).
+        # Asked to stop, the bot ends once its calls have, their reports made (its Graph
+        # requests answered on this loop: waited for off it).
         bot.terminate()
         try:
             await asyncio.to_thread(bot.wait, 30)
         except subprocess.TimeoutExpired:
             bot.kill()
         log.close()
-        await meta.stop()
-        await standin.stop()
+        graph.on_calls = None
 
 
 # Frames where a sampled thread waits rather than works (py-spy's idle detection misses some).
@@ -245,32 +256,33 @@ def main() -> None:
     fresh_redis()
     database_url = temp_sqlite_url()
     seed(database_url)
-    env = service_env(database_url)
     profile = Path(os.environ.get("TMPDIR", "/tmp")) / "bench-whatsapp-profile.txt"
     rows: list[list[object]] = []
     baseline: float | None = None
     carried = 0
-    with gunicorn("wsgi:app", env) as port:
-        for calls in CALLS:  # each N's profile replaces the one before: the last N's is shown
-            found = asyncio.run(
-                measure(f"http://127.0.0.1:{port}", calls, profile if PROFILE else None)
-            )
-            latencies = found["latencies"]
-            p99 = percentile(latencies, 0.99) * 1000 if latencies else float("inf")
-            baseline = p99 if baseline is None else baseline
-            within = found["missed"] == 0 and p99 - baseline <= ADDED_BUDGET_MS
-            carried = calls if within else carried
-            rows.append([
-                calls,
-                f"{statistics.median(latencies) * 1000:.0f} ms" if latencies else "-",
-                f"{p99:.0f} ms",
-                f"{p99 - baseline:+.0f} ms",
-                f"{found['cpu_per_call'] * 100:.1f} %",
-                f"{found['mb_per_call']:.1f} MiB",
-                f"{found['missed']} of {calls * TURNS}",
-            ])  # fmt: skip
-            if not within:
-                break
+    with FakeGraph() as graph:
+        env = service_env(database_url, SECRETS_KEY=SECRETS_KEY, WHATSAPP_GRAPH_URL=graph.url)
+        with gunicorn("wsgi:app", env) as port:
+            for calls in CALLS:  # each N's profile replaces the one before: the last N's shows
+                found = asyncio.run(
+                    measure(f"http://127.0.0.1:{port}", graph, calls, profile if PROFILE else None)
+                )
+                latencies = found["latencies"]
+                p99 = percentile(latencies, 0.99) * 1000 if latencies else float("inf")
+                baseline = p99 if baseline is None else baseline
+                within = found["missed"] == 0 and p99 - baseline <= ADDED_BUDGET_MS
+                carried = calls if within else carried
+                rows.append([
+                    calls,
+                    f"{statistics.median(latencies) * 1000:.0f} ms" if latencies else "-",
+                    f"{p99:.0f} ms",
+                    f"{p99 - baseline:+.0f} ms",
+                    f"{found['cpu_per_call'] * 100:.1f} %",
+                    f"{found['mb_per_call']:.1f} MiB",
+                    f"{found['missed']} of {calls * TURNS}",
+                ])  # fmt: skip
+                if not within:
+                    break
     print_table(
         f"WhatsApp bot: N users calling one bot process at once, {TURNS} turns each (aiortc "
         "users over 127.0.0.1, fake Graph API, Gemini Live with a scripted client, gunicorn + "

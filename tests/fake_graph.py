@@ -1,9 +1,12 @@
 """Meta's Graph API on 127.0.0.1 for the tests (real HTTP): WhatsApp Business accounts with
 their phone numbers in pages, users' call permissions, and messages; every request is recorded
-with its bearer token, and failures are served on demand in Meta's own error shapes."""
+with its bearer token, and failures are served on demand in Meta's own error shapes. The
+calling endpoint (POST /{phone_number_id}/calls) is answered by whoever plays the users'
+side of the calls (`on_calls`: the bridge's tests)."""
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -85,6 +88,8 @@ class FakeGraph:
     def __init__(self, page_size: int = 2) -> None:
         self.page_size = page_size
         self.lock = threading.Lock()
+        # POST /{phone_number_id}/calls, answered by the tests that set it (not reset).
+        self.on_calls: Callable[[str, Received], Answer] | None = None
         self.receiver = Receiver(self.answer)
         self.url = f"{self.receiver.url}/{VERSION}"
         self.reset()
@@ -149,6 +154,8 @@ class FakeGraph:
             return self.call_permissions(head, query)
         if rest == "messages" and request.method == "POST":
             return self.message(head, request.json())
+        if rest == "calls" and request.method == "POST" and self.on_calls is not None:
+            return self.on_calls(head, request)
         return self.error("unknown_waba")
 
     def error(self, name: str) -> Answer:

@@ -8,6 +8,7 @@ from app.util import new_id
 from tests.helpers import ACTOR
 
 TOKEN = "EAAG-test-token-wa-0001"
+APP_SECRET = "app-secret"
 
 
 def whatsapp_number(
@@ -24,7 +25,7 @@ def whatsapp_number(
         tenant=tenant,
         waba_id=f"waba-{meta_id}",
         access_token_encrypted=vault.encrypt(token),
-        app_secret_encrypted=vault.encrypt("app-secret"),
+        app_secret_encrypted=vault.encrypt(APP_SECRET),
         token_hint=token[-4:],
     )
     number = PhoneNumber.create(

@@ -81,7 +81,9 @@ class RuntimeDispatch(MethodView):
         start is (credit hold, concurrent-call slot, ringing, call.started) and returned with
         its session; two runtimes claiming at once never get the same call. A call whose
         tenant is at its concurrency limit stays queued until a slot frees; one whose tenant
-        has no credit left is recorded failed (no_credits) and not handed out. One answer
+        has no credit left is recorded failed (no_credits) and not handed out. Each call
+        names the channel of the number it is placed from and, for a WhatsApp number, Meta's
+        id of it (whatsappPhoneNumberId) to place it through Graph with. One answer
         holds at most 8 MiB of sessions: when they are large it hands out fewer than `max`,
         and the rest stay queued for the next claim. Report each
         call with the endpoints of any call: answered, or ended with status failed and
@@ -174,7 +176,8 @@ class RuntimeWhatsAppNumber(MethodView):
         """Look up a WhatsApp number by Meta's id, with its account's secrets
 
         One runtime serves every tenant's numbers: it checks the signature of Meta's webhooks
-        for the number with appSecret and calls Graph with accessToken. 404 when the number
+        for the number with appSecret and calls Graph with accessToken (at
+        graphUrl/whatsappPhoneNumberId/calls). 404 when the number
         is unknown, inactive or its account unlinked. The answer is never cached
         (Cache-Control: no-store).
         """

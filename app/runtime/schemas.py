@@ -24,6 +24,7 @@ from app.services.calls.constants import (
     WHATSAPP_HANGUP_REASONS,
     metadata_bytes,
 )
+from app.services.phone_numbers import CHANNELS
 
 E164_ERROR = "Must be an international number such as +6221555010."
 MAX_CALL_SECONDS = 86_400  # a day: far above any call's length, inside every integer column
@@ -142,6 +143,22 @@ class DispatchedCallSchema(Schema):
 
     call = fields.Nested(CallDetailSchema, required=True, metadata={"description": "Now ringing."})
     session = fields.Nested(SessionSchema, required=True)
+    channel = fields.String(
+        required=True,
+        metadata={
+            "description": "The channel of the number the call is placed from: phone (a "
+            "telephony provider) or whatsapp (WhatsApp Business).",
+            "enum": list(CHANNELS),
+        },
+    )
+    whatsapp_phone_number_id = fields.String(
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "Meta's id of the WhatsApp number the call is placed from (Graph's "
+            "POST /{id}/calls); null for a phone number."
+        },
+    )
 
 
 class DispatchedCallsSchema(Schema):
@@ -348,6 +365,10 @@ class WhatsAppNumberSchema(Schema):
 
     phone_number_id = fields.String(
         required=True, metadata={"description": "The service's id of the number (pn_…)."}
+    )
+    whatsapp_phone_number_id = fields.String(
+        required=True,
+        metadata={"description": "Meta's id of the number, as asked for: Graph's /{id}/calls."},
     )
     display_number = fields.String(
         required=True,

@@ -340,32 +340,39 @@ class StartedCall:
 
 @dataclass(frozen=True)
 class DispatchedCall:
-    """An outbound call claimed from the service's queue: now ringing, the runtime dials it."""
+    """An outbound call claimed from the service's queue: now ringing, the runtime dials it.
+    channel is its number's (phone or whatsapp); whatsapp_phone_number_id is Meta's id of a
+    WhatsApp number it is placed from (None for a phone number)."""
 
     call: Call
     session: Session
+    channel: str = "phone"
+    whatsapp_phone_number_id: str | None = None
 
 
 @dataclass(frozen=True)
 class WhatsAppNumber:
     """One of the tenants' WhatsApp Business numbers, as a runtime serves it: Meta's id of
-    the number, its displayNumber (the did of its calls), and the account's access token
-    and app secret with the Graph API's base URL. The secrets never show in its repr."""
+    the number (Graph's /{id}/calls), its displayNumber (the did of its calls), the
+    account's access token and app secret with the Graph API's base URL, and the service's
+    id of the number. The secrets never show in its repr."""
 
-    phone_number_id: str
+    whatsapp_phone_number_id: str
     display_number: str
     access_token: str = field(repr=False)
     app_secret: str = field(repr=False)
     graph_url: str
+    phone_number_id: str = ""  # the service's (pn_…)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Self:
         return cls(
-            phone_number_id=str(data["phoneNumberId"]),
+            whatsapp_phone_number_id=str(data["whatsappPhoneNumberId"]),
             display_number=str(data["displayNumber"]),
             access_token=str(data["accessToken"]),
             app_secret=str(data["appSecret"]),
             graph_url=str(data["graphUrl"]).rstrip("/"),
+            phone_number_id=str(data.get("phoneNumberId") or ""),
         )
 
 
@@ -608,16 +615,22 @@ class RuntimeClient:
         _, data = await self._post("internal/v1/dispatch", {"max": max_calls}, idempotent=False)
         return [
             DispatchedCall(
-                call=Call.from_json(each["call"]), session=Session.from_json(each["session"])
+                call=Call.from_json(each["call"]),
+                session=Session.from_json(each["session"]),
+                channel=str(each.get("channel") or "phone"),
+                whatsapp_phone_number_id=each.get("whatsappPhoneNumberId"),
             )
             for each in data.get("calls") or ()
         ]
 
-    async def whatsapp_number(self, phone_number_id: str) -> WhatsAppNumber:
-        """The WhatsApp number of Meta's id phone_number_id with its account's secrets (GET
-        /whatsapp/numbers/:id); NotFound when it is unknown or inactive."""
+    async def whatsapp_number(self, whatsapp_phone_number_id: str) -> WhatsAppNumber:
+        """The WhatsApp number of Meta's id whatsapp_phone_number_id with its account's
+        secrets (GET /whatsapp/numbers/:id); NotFound when it is unknown or inactive."""
         _, data = await self._request(
-            "GET", f"internal/v1/whatsapp/numbers/{phone_number_id}", None, idempotent=True
+            "GET",
+            f"internal/v1/whatsapp/numbers/{whatsapp_phone_number_id}",
+            None,
+            idempotent=True,
         )
         return WhatsAppNumber.from_json(data)
 

@@ -13,8 +13,9 @@ tolerantly: Pipecat's own webhook models refuse status events and real terminate
   pipeline, which sends audio (silence included) from the start. It is answered when the
   media flows; Meta's terminate ends it with Meta's duration as its talk time; the agent's
   limit ends it with Graph `terminate`.
-- A business-initiated call (`dispatch_forever`): claimed from the service, a WebRTC offer,
-  Graph `connect` (biz_opaque_callback_data the call's id); the connect webhook brings the
+- A business-initiated call (`dispatch_forever`): claimed from the service (which names
+  Meta's id of the WhatsApp number it is placed from), a WebRTC offer, Graph `connect`
+  from that number (biz_opaque_callback_data the call's id); the connect webhook brings the
   answer; ACCEPTED answers it, REJECTED fails it `declined`, no answer in time fails it
   `no_answer` (after Graph `terminate`), Graph error 138006 fails it `no_call_permission`.
 - `messages` changes (call permission replies among them) go to the service's events route.
@@ -263,7 +264,7 @@ class GraphError(Exception):
 
 @dataclass
 class GraphAPI:
-    """Meta's calling endpoints (POST {graphUrl}/{phoneNumberId}/calls), with the number's
+    """Meta's calling endpoints (POST {graphUrl}/{whatsappPhoneNumberId}/calls), with the number's
     token. One per process (it pools its connections)."""
 
     timeout_s: float = 10.0
@@ -277,7 +278,7 @@ class GraphAPI:
     async def calls(self, number: WhatsAppNumber, body: Mapping[str, Any]) -> dict[str, Any]:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession()
-        url = f"{number.graph_url}/{number.phone_number_id}/calls"
+        url = f"{number.graph_url}/{number.whatsapp_phone_number_id}/calls"
         try:
             async with self._session.post(
                 url,
@@ -362,13 +363,6 @@ class NumberDirectory:
         ttl = self.ttl_s if number is not None else self.unknown_ttl_s
         self._known[phone_number_id] = (time.monotonic() + ttl, number)
         return number
-
-    def by_display_number(self, display_number: str) -> WhatsAppNumber | None:
-        """A number looked up before, by its displayNumber."""
-        for _, number in self._known.values():
-            if number is not None and number.display_number == display_number:
-                return number
-        return None
 
 
 # -- more than one process ----------------------------------------------------------------------
@@ -509,7 +503,6 @@ class WhatsAppLine:
     ice_servers are the STUN/TURN servers of its WebRTC connections (none: host candidates
     only); no_answer_s is how long a business-initiated call rings before it is given up;
     handoff, when given, shares the calls with the other processes behind the webhook;
-    outbound_numbers are Meta's ids of the numbers it places business-initiated calls from;
     run_call runs a call once answered (default `converse`: its pipeline to the end).
     """
 
@@ -525,7 +518,6 @@ class WhatsAppLine:
         handoff: Handoff | None = None,
         graph: GraphAPI | None = None,
         max_calls: int = 20,
-        outbound_numbers: Sequence[str] = (),
         run_call: "Callable[[WhatsAppLine, WhatsAppCall], Awaitable[None]] | None" = None,
     ) -> None:
         self.client = client
@@ -537,7 +529,6 @@ class WhatsAppLine:
         self.handoff = handoff
         self.graph = graph or GraphAPI()
         self.max_calls = max_calls
-        self.outbound_numbers = list(outbound_numbers)
         self.run_call = run_call or WhatsAppLine.converse
         self.directory = NumberDirectory(client)
         self.features = ServiceFeatures()
@@ -765,9 +756,6 @@ class WhatsAppLine:
 
     async def dispatch_forever(self, interval_s: float = 1.0) -> None:
         """Claim the service's queued outbound calls while there is room, and place each."""
-        for phone_number_id in self.outbound_numbers:
-            with contextlib.suppress(RuntimeAPIError):
-                await self.directory.get(phone_number_id)
         while True:
             room = self.max_calls - self.active
             if room > 0 and self.taking:
@@ -780,22 +768,22 @@ class WhatsAppLine:
                     self._spawn(self.place(dispatched), f"whatsapp call {dispatched.call.id}")
             await asyncio.sleep(interval_s)
 
-    async def _number_for(self, call: Call) -> WhatsAppNumber | None:
-        number = self.directory.by_display_number(call.caller_number)
-        if number is None:
-            for phone_number_id in self.outbound_numbers:
-                with contextlib.suppress(RuntimeAPIError):
-                    await self.directory.get(phone_number_id)
-            number = self.directory.by_display_number(call.caller_number)
-        return number
+    async def _number_for(self, dispatched: DispatchedCall) -> WhatsAppNumber | None:
+        """The WhatsApp number a claimed call is placed from, by the Meta id dispatch names;
+        None for a call from a phone number, or a number the service no longer serves."""
+        if dispatched.channel != "whatsapp" or not dispatched.whatsapp_phone_number_id:
+            return None
+        with contextlib.suppress(RuntimeAPIError):
+            return await self.directory.get(dispatched.whatsapp_phone_number_id)
+        return None
 
     async def place(self, dispatched: DispatchedCall) -> None:
         """Call the user of a claimed call from its WhatsApp number."""
         call, started = dispatched.call, time.monotonic()
         bridge = self._bridge(call, dispatched.session, started, inbound=False)
-        number = await self._number_for(call)
+        number = await self._number_for(dispatched)
         if number is None:
-            log.error("call %s: %s is none of this bot's numbers", call.id, call.caller_number)
+            log.error("call %s: %s is no WhatsApp number served", call.id, call.caller_number)
             bridge.end_now("no_route", initiator="system")
             await bridge.finish()
             return

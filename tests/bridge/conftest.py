@@ -12,7 +12,8 @@ from redis import Redis
 
 from app import create_app, db
 from tests.bridge.stack import TWILIO_BOT
-from tests.conftest import RUNTIME_TOKEN, fresh_database_url
+from tests.conftest import RUNTIME_TOKEN, TEST_SECRETS_KEY, fresh_database_url
+from tests.fake_graph import FakeGraph
 from tests.receiver import Answer, Receiver
 from tests.system.workers import Workers, rq_config, wait_for_worker
 
@@ -42,13 +43,14 @@ class Service:
     endpoint: Receiver
     hooks: Receiver
     log_dir: Path
+    graph: FakeGraph  # Meta's Graph API (WHATSAPP_GRAPH_URL)
 
     def logs(self) -> str:
         return self.workers.logs()
 
 
 @pytest.fixture(scope="package")
-def service(database_template, tmp_path_factory, redis_url):
+def service(database_template, tmp_path_factory, redis_url, graph_server):
     log_dir = tmp_path_factory.mktemp("bridge")
     redis = Redis.from_url(redis_url)
     redis.flushdb()
@@ -58,6 +60,8 @@ def service(database_template, tmp_path_factory, redis_url):
         "RUNTIME_TOKEN": RUNTIME_TOKEN,
         "ALLOW_PRIVATE_URLS": True,
         "SECRET_KEY": "test-secret-key-0123456789abcdef",
+        "SECRETS_KEY": TEST_SECRETS_KEY,
+        "WHATSAPP_GRAPH_URL": graph_server.url,
     }
     app = create_app(rq_config(config, redis_url))
     workers = Workers(app, log_dir)
@@ -68,10 +72,15 @@ def service(database_template, tmp_path_factory, redis_url):
         Receiver() as hooks,
     ):
         try:
-            base_url = workers.start_web(workers=2, RUNTIME_TOKEN=RUNTIME_TOKEN)
+            base_url = workers.start_web(
+                workers=2,
+                RUNTIME_TOKEN=RUNTIME_TOKEN,
+                SECRETS_KEY=TEST_SECRETS_KEY,
+                WHATSAPP_GRAPH_URL=graph_server.url,
+            )
             workers.start(queues=("functions", "webhooks"))
             wait_for_worker(workers, redis, ("functions", "webhooks"))
-            yield Service(app, workers, base_url, twilio, endpoint, hooks, log_dir)
+            yield Service(app, workers, base_url, twilio, endpoint, hooks, log_dir, graph_server)
         finally:
             workers.stop()
             db.close_all()

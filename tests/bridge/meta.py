@@ -1,13 +1,12 @@
 """Meta's side of WhatsApp calls for the bridge's tests, on 127.0.0.1 alone.
 
-- `FakeMeta`: the Graph API's calling endpoint (aiohttp, recording every request) that also
-  plays Meta: it posts the webhooks (signed with the app secret) to the bot, and hands SDPs
-  between the bot and the WhatsApp users.
+- `FakeMeta`: one WhatsApp number at Meta: the Graph API's calling endpoint for it (served
+  by the tests' fake Graph API, tests/fake_graph.py, through `graph_calls`; every request
+  recorded) and Meta's webhooks for it, which it posts to the bots signed with its account's
+  app secret; it hands SDPs between the bot and the WhatsApp users.
 - `WhatsAppUser`: a user's phone, an aiortc peer that sends real Opus audio (silence, or a
   tone while it speaks) and records what it hears; its ICE gathers 127.0.0.1 host candidates
   only, with no STUN server, and every SDP it takes is checked to offer 127.0.0.1 alone.
-- `RuntimeStandIn`: the service's runtime API as the bot sees it: the two WhatsApp routes
-  (number lookup, events) answered here, everything else passed to the real service.
 - `World`: one event loop in a thread of its own for all of them, which the tests submit
   their conversations to.
 """
@@ -22,11 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-from aiohttp import web
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from tests.bridge.browser import LOUD, Microphone, candidates, rms
+from tests.receiver import Answer, Received
 from voiceagent_bridge.whatsapp import sign
 
 APP_SECRET = "meta-app-secret"
@@ -36,7 +35,7 @@ WABA_ID = "waba-1"
 
 
 class World:
-    """An event loop in a thread: the fake Meta, the stand-in and the users live on it."""
+    """An event loop in a thread: the fake Meta and the users live on it."""
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
@@ -50,15 +49,6 @@ class World:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
         self.loop.close()
-
-
-async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}"
 
 
 # -- the user's phone ---------------------------------------------------------------------------
@@ -155,58 +145,43 @@ class Outbound:
 
 @dataclass
 class FakeMeta:
-    """The Graph API (POST /{phone_number_id}/calls) and Meta's webhooks to the bots."""
+    """A number's calling endpoint at Graph (POST /{phone_number_id}/calls) and Meta's
+    webhooks about it to the bots."""
 
     phone_number_id: str
     display_digits: str
+    app_secret: str = APP_SECRET  # its account's: Meta signs the number's webhooks with it
     bot_urls: list[str] = field(default_factory=list)
     requests: list[dict] = field(default_factory=list)  # every Graph request, in order
     users: dict[str, WhatsAppUser] = field(default_factory=dict)  # by Meta's call id
     outbound: dict[str, Outbound] = field(default_factory=dict)  # by the user's digits
     without_permission: set[str] = field(default_factory=set)  # users' digits
-    url: str = ""
-    _runner: web.AppRunner | None = None
-
-    async def start(self) -> "FakeMeta":
-        app = web.Application()
-        app.router.add_post("/{number}/calls", self._calls)
-        self._runner, self.url = await serve(app)
-        return self
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
 
     def actions(self, call_id: str) -> list[str]:
         return [r["body"].get("action") for r in self.requests if r["callId"] == call_id]
 
-    async def _calls(self, request: web.Request) -> web.Response:
-        body = await request.json()
+    async def calls(self, number: str, authorization: str | None, body: dict) -> tuple[int, dict]:
+        """Graph's answer (status, body) to a calling request for this number."""
         call_id = body.get("call_id") or ""
         self.requests.append(
-            {
-                "number": request.match_info["number"],
-                "authorization": request.headers.get("Authorization"),
-                "body": body,
-                "callId": call_id,
-            }
+            {"number": number, "authorization": authorization, "body": body, "callId": call_id}
         )
         action = body.get("action")
         if action == "connect":
             to = body["to"]
             if to in self.without_permission:
                 error = {"message": "No permission", "code": 138006, "type": "OAuthException"}
-                return web.json_response({"error": error}, status=400)
+                return 400, {"error": error}
             call_id = f"wacid.{uuid.uuid4().hex}"
             self.requests[-1]["callId"] = call_id
             plan = self.outbound.setdefault(to, Outbound())
             plan.call_id, plan.opaque = call_id, body.get("biz_opaque_callback_data", "")
             asyncio.get_running_loop().create_task(self._ring(plan, body["session"]["sdp"]))
-            return web.json_response({"messaging_product": "whatsapp", "calls": [{"id": call_id}]})
+            return 200, {"messaging_product": "whatsapp", "calls": [{"id": call_id}]}
         if action == "pre_accept" and call_id in self.users:
             # Media may flow from the pre-accept on, as with Meta.
             await self.users[call_id].take_answer(body["session"]["sdp"])
-        return web.json_response({"messaging_product": "whatsapp", "success": True})
+        return 200, {"messaging_product": "whatsapp", "success": True}
 
     async def _ring(self, plan: Outbound, offer: str) -> None:
         """The user's phone rings: it answers the offer, then accepts, rejects or rings on."""
@@ -265,8 +240,9 @@ class FakeMeta:
             "value": {"messaging_product": "whatsapp", "metadata": self.metadata, "calls": [call]},
         }
 
-    async def webhook(self, *changes: dict, bot: int = 0, secret: str = APP_SECRET) -> int:
-        """Post changes to bot number bot, signed as Meta signs; the bot's status."""
+    async def webhook(self, *changes: dict, bot: int = 0, secret: str | None = None) -> int:
+        """Post changes to bot number bot, signed as Meta signs (with the account's app
+        secret unless told); the bot's status."""
         payload = {
             "object": "whatsapp_business_account",
             "entry": [{"id": WABA_ID, "changes": list(changes)}],
@@ -278,13 +254,13 @@ class FakeMeta:
                 data=body,
                 headers={
                     "Content-Type": "application/json",
-                    "X-Hub-Signature-256": sign(body, secret),
+                    "X-Hub-Signature-256": sign(body, secret or self.app_secret),
                 },
             ) as response:
                 return response.status
 
     async def call_in(
-        self, user: WhatsAppUser, *, bot: int = 0, secret: str = APP_SECRET
+        self, user: WhatsAppUser, *, bot: int = 0, secret: str | None = None
     ) -> tuple[str, int]:
         """The user calls the business: Meta's connect webhook with the user's offer."""
         call_id = f"wacid.{uuid.uuid4().hex}"
@@ -331,85 +307,24 @@ class FakeMeta:
         return await self.webhook(self.calls_change(call), bot=bot)
 
 
-# -- the runtime API the bot talks to -----------------------------------------------------------
+def graph_calls(
+    loop: asyncio.AbstractEventLoop, metas: list[FakeMeta]
+) -> Callable[[str, Received], Answer]:
+    """The fake Graph API's calling endpoint (FakeGraph.on_calls): each request is answered
+    on loop (the one the users live on) by the FakeMeta of the number it names; an unknown
+    number is Graph's unknown object."""
+    by_id = {meta.phone_number_id: meta for meta in metas}
 
+    def answer(number: str, request: Received) -> Answer:
+        meta = by_id.get(number)
+        if meta is None:
+            error = {"message": f"Unknown object {number}", "code": 100}
+            status, body = 400, {"error": error}
+        else:
+            authorization = request.headers.get("Authorization")
+            answered = meta.calls(number, authorization, request.json())
+            status, body = asyncio.run_coroutine_threadsafe(answered, loop).result(60)
+        headers = {"Content-Type": "application/json"}
+        return Answer(status=status, body=json.dumps(body).encode(), headers=headers)
 
-@dataclass
-class RuntimeStandIn:
-    """The service's runtime API for the bot: GET /internal/v1/whatsapp/numbers/:id and POST
-    /internal/v1/whatsapp/events answered here (the numbers given, the events recorded);
-    every other request passed on to the real service."""
-
-    service_url: str
-    token: str
-    numbers: dict[str, dict] = field(default_factory=dict)
-    events: list[dict] = field(default_factory=list)
-    lookups: list[str] = field(default_factory=list)
-    url: str = ""
-    _runner: web.AppRunner | None = None
-    _http: aiohttp.ClientSession | None = None
-
-    async def start(self) -> "RuntimeStandIn":
-        app = web.Application()
-        app.router.add_get("/internal/v1/whatsapp/numbers/{id}", self._number)
-        app.router.add_post("/internal/v1/whatsapp/events", self._events)
-        app.router.add_route("*", "/{tail:.*}", self._pass)
-        self._http = aiohttp.ClientSession()
-        self._runner, self.url = await serve(app)
-        return self
-
-    async def stop(self) -> None:
-        if self._http is not None:
-            await self._http.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-
-    def _authorized(self, request: web.Request) -> bool:
-        return request.headers.get("Authorization") == f"Bearer {self.token}"
-
-    async def _number(self, request: web.Request) -> web.Response:
-        if not self._authorized(request):
-            return web.json_response({"error": {"code": "unauthorized"}}, status=401)
-        self.lookups.append(request.match_info["id"])
-        number = self.numbers.get(request.match_info["id"])
-        if number is None:
-            error = {"code": "not_found", "message": "No such WhatsApp number."}
-            return web.json_response({"error": error}, status=404)
-        return web.json_response(number)
-
-    async def _events(self, request: web.Request) -> web.Response:
-        if not self._authorized(request):
-            return web.json_response({"error": {"code": "unauthorized"}}, status=401)
-        self.events.extend((await request.json())["values"])
-        return web.json_response({}, status=202)
-
-    async def _pass(self, request: web.Request) -> web.Response:
-        assert self._http is not None
-        async with self._http.request(
-            request.method,
-            self.service_url + request.path_qs,
-            data=await request.read(),
-            headers={
-                name: value
-                for name, value in request.headers.items()
-                if name.lower() in ("authorization", "content-type")
-            },
-        ) as answer:
-            return web.Response(
-                status=answer.status,
-                body=await answer.read(),
-                content_type=answer.content_type,
-            )
-
-
-def until(condition: Callable[[], Any], timeout: float, what: str) -> Callable[[], Coroutine]:
-    async def wait() -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = condition()
-            if value:
-                return value
-            await asyncio.sleep(0.05)
-        raise AssertionError(what)
-
-    return wait
+    return answer

@@ -160,9 +160,13 @@ def set_up_line(
     functions: list[dict] = (),
     webhook_url: str | None = None,
     minutes: int = 100,
+    whatsapp: dict | None = None,
 ) -> Line:
     """A tenant with an agent (and its functions) on the number did, minutes of credit and,
-    when webhook_url is given, a webhook for the call events there."""
+    when webhook_url is given, a webhook for the call events there. With whatsapp (the body
+    of a link: wabaId, accessToken, appSecret) the tenant links that WhatsApp Business
+    account, whose numbers the service's Graph API lists, and did is one of them; else did is
+    added as a phone number."""
     from app.services import billing
     from app.services import keys as key_service
     from app.services import phone_numbers as number_service
@@ -170,14 +174,18 @@ def set_up_line(
 
     tenant = tenant_service.create_tenant(actor=ACTOR, name=name, plan="business")
     key = key_service.create_key(actor=ACTOR, tenant=tenant, name="bridge")[1]
-    number = number_service.add_number(actor=ACTOR, tenant=tenant, display_number=did)
+    if whatsapp is None:
+        number_id = number_service.add_number(actor=ACTOR, tenant=tenant, display_number=did).id
+    else:
+        linked = api(base_url, key, "POST", "/whatsapp/accounts", **whatsapp)
+        (number_id,) = [n["id"] for n in linked["numbers"] if n["displayNumber"] == did]
     if minutes:
         billing.grant(actor=ACTOR, tenant=tenant, minutes=minutes)
     created = api(base_url, key, "POST", "/agents", **agent)
     for function in functions:
         api(base_url, key, "POST", f"/agents/{created['id']}/functions",
             secret=FUNCTION_SECRET, **function)  # fmt: skip
-    api(base_url, key, "POST", f"/phone-numbers/{number.id}/assign-agent", agentId=created["id"])
+    api(base_url, key, "POST", f"/phone-numbers/{number_id}/assign-agent", agentId=created["id"])
     if webhook_url:
         api(base_url, key, "POST", "/webhooks", url=webhook_url, events=EVENTS,
             secret=WEBHOOK_SECRET)  # fmt: skip

@@ -2,11 +2,13 @@
 
 Two bot processes (bridge/bots/whatsapp/server.py) share one Redis for their calls' webhooks,
 as two hosts behind Meta's one webhook URL would; the real service (gunicorn, worker.py) runs
-the calls. A fake Meta (tests/bridge/meta.py) is the Graph API and posts Meta's signed
-webhooks; fake WhatsApp users are aiortc peers sending Opus; Gemini Live is the real Pipecat
-service with a scripted client (tests/bridge/gemini.py). The service's two WhatsApp runtime
-routes (the number lookup and the events) are answered by a stand-in in front of it, which
-passes every other runtime request to the service.
+the calls and answers every runtime request, the WhatsApp number lookups and events among
+them. The tenants link their WhatsApp Business accounts through the tenant API, which lists
+their numbers from the fake Graph API (tests/fake_graph.py, the service's
+WHATSAPP_GRAPH_URL); that Graph's calling endpoint is played by a fake Meta per number
+(tests/bridge/meta.py), which also posts Meta's signed webhooks; fake WhatsApp users are
+aiortc peers sending Opus; Gemini Live is the real Pipecat service with a scripted client
+(tests/bridge/gemini.py).
 """
 
 import asyncio
@@ -22,15 +24,16 @@ from pathlib import Path
 import pytest
 import requests
 
+from app.services.whatsapp import permissions
 from tests.bridge.meta import (
     ACCESS_TOKEN,
     APP_SECRET,
     VERIFY_TOKEN,
     FakeMeta,
     Outbound,
-    RuntimeStandIn,
     WhatsAppUser,
     World,
+    graph_calls,
 )
 from tests.bridge.stack import (
     FUNCTION_SECRET,
@@ -42,7 +45,7 @@ from tests.bridge.stack import (
     calls_of,
     set_up_line,
 )
-from tests.conftest import RUNTIME_TOKEN
+from tests.fake_graph import number
 from tests.system.workers import wait_until
 
 pytestmark = pytest.mark.slow
@@ -51,7 +54,11 @@ USER = "6281200000001"  # a user who calls, then is called
 LIMITED_USER = "6281200000002"
 DID = "+6221777001"
 POOR_DID = "+6221777002"  # a tenant without credit
-NOBODY_DID = "+6221777003"  # no agent answers it
+NOBODY_DID = "+6221777003"  # the same tenant's, no agent answers it
+# Meta's ids of the numbers.
+META_ID, POOR_META_ID, NOBODY_META_ID = "1077700001", "1077700002", "1077700003"
+ACME_WABA, POOR_WABA = "2077700001", "2077700002"  # the tenants' WhatsApp Business accounts
+POOR_APP_SECRET = "another-meta-app-secret"  # the poor tenant's account's
 ORDER_LINE = 'call lookup_order {"orderId": "WA-7"}'
 CALLERS = {f"+{USER}": [ORDER_LINE], f"+{LIMITED_USER}": []}
 PRICES = {
@@ -67,7 +74,6 @@ GOODBYE = "Time is up, goodbye."
 @dataclass
 class Stage:
     world: World
-    standin: RuntimeStandIn
     meta: FakeMeta  # the number DID answers
     poor: FakeMeta
     nobody: FakeMeta
@@ -83,14 +89,9 @@ class Stage:
         return self.world.run(coroutine, timeout)
 
 
-def number(phone_number_id: str, did: str, graph_url: str) -> dict:
-    return {
-        "phoneNumberId": phone_number_id,
-        "displayNumber": did,
-        "accessToken": ACCESS_TOKEN,
-        "appSecret": APP_SECRET,
-        "graphUrl": graph_url,
-    }
+def listed(did: str) -> str:
+    """A number as Meta lists it ("+62 21 777001")."""
+    return f"+62 21 {did.removeprefix('+6221')}"
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +103,13 @@ def stage(service, redis_url, tmp_path_factory):
     aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: ["127.0.0.1"]
     world = World()
     gemini_log = tmp_path_factory.mktemp("gemini")
+    graph = service.graph
+    graph.add_waba(ACME_WABA, ACCESS_TOKEN, [number(META_ID, listed(DID))])
+    graph.add_waba(
+        POOR_WABA,
+        ACCESS_TOKEN,
+        [number(POOR_META_ID, listed(POOR_DID)), number(NOBODY_META_ID, listed(NOBODY_DID))],
+    )
     line = set_up_line(
         service.base_url,
         name="whatsapp",
@@ -121,6 +129,7 @@ def stage(service, redis_url, tmp_path_factory):
                 "parameters": PARAMETERS,
             }
         ],
+        whatsapp={"wabaId": ACME_WABA, "accessToken": ACCESS_TOKEN, "appSecret": APP_SECRET},
     )
     set_up_line(
         service.base_url,
@@ -128,14 +137,18 @@ def stage(service, redis_url, tmp_path_factory):
         did=POOR_DID,
         agent={"name": "Poor", "systemPrompt": "You help."},
         minutes=0,
+        whatsapp={
+            "wabaId": POOR_WABA,
+            "accessToken": ACCESS_TOKEN,
+            "appSecret": POOR_APP_SECRET,
+        },
     )
-    standin = world.run(RuntimeStandIn(service.base_url, RUNTIME_TOKEN).start())
     metas = [
-        world.run(FakeMeta(phone_number_id, did.lstrip("+")).start())
-        for phone_number_id, did in (("pn-1", DID), ("pn-2", POOR_DID), ("pn-3", NOBODY_DID))
+        FakeMeta(META_ID, DID.lstrip("+")),
+        FakeMeta(POOR_META_ID, POOR_DID.lstrip("+"), app_secret=POOR_APP_SECRET),
+        FakeMeta(NOBODY_META_ID, NOBODY_DID.lstrip("+"), app_secret=POOR_APP_SECRET),
     ]
-    for meta, did in zip(metas, (DID, POOR_DID, NOBODY_DID), strict=True):
-        standin.numbers[meta.phone_number_id] = number(meta.phone_number_id, did, meta.url)
+    graph.on_calls = graph_calls(world.loop, metas)
     common = {
         "WHATSAPP_VERIFY_TOKEN": VERIFY_TOKEN,
         "SCRIPTED_CALLERS": json.dumps(CALLERS),
@@ -145,12 +158,12 @@ def stage(service, redis_url, tmp_path_factory):
     }
     bots = [
         WhatsAppBot(
-            service.log_dir, standin.url, BOT_DISPATCH="1", WHATSAPP_PHONE_NUMBER_IDS="pn-1",
-            BOT_NO_ANSWER_SECONDS="2", **common,
+            service.log_dir, service.base_url, BOT_DISPATCH="1", BOT_NO_ANSWER_SECONDS="2",
+            **common,
         ),
         WhatsAppBot(
-            service.log_dir, standin.url, BOT_MAX_CALL_SECONDS="3", BOT_GOODBYE_TEXT=GOODBYE,
-            **common,
+            service.log_dir, service.base_url, BOT_MAX_CALL_SECONDS="3",
+            BOT_GOODBYE_TEXT=GOODBYE, **common,
         ),
     ]  # fmt: skip
     for meta in metas:
@@ -158,13 +171,12 @@ def stage(service, redis_url, tmp_path_factory):
     try:
         for bot in bots:
             bot.wait()
-        yield Stage(world, standin, *metas, bots, line, gemini_log, service)
+        yield Stage(world, *metas, bots, line, gemini_log, service)
     finally:
         for bot in bots:
             bot.stop()
-        for meta in metas:
-            world.run(meta.stop())
-        world.run(standin.stop())
+        graph.on_calls = None
+        graph.reset()
         world.close()
         aioice.ice.get_host_addresses = original
 
@@ -227,7 +239,7 @@ def test_a_users_call_is_answered_runs_a_function_and_is_billed(stage):
     assert requests[0]["body"]["session"] == requests[1]["body"]["session"]
     assert requests[0]["body"]["session"]["sdp_type"] == "answer"
     assert {r["authorization"] for r in requests} == {f"Bearer {ACCESS_TOKEN}"}
-    assert {r["number"] for r in requests} == {"pn-1"}
+    assert {r["number"] for r in requests} == {META_ID}
     # The transcript, in order, from Gemini's transcriptions.
     turns = api(
         stage.service.base_url, stage.line.api_key, "GET", f"/calls/{call['id']}/transcript"
@@ -327,17 +339,18 @@ def test_the_agents_limit_ends_the_call_with_a_goodbye_and_graph_terminate(stage
     assert turns[0] == "agent: Halo, Acme here." and turns[-1] == f"agent: {GOODBYE}"
 
 
+def number_id(stage: Stage) -> str:
+    """The service's id of the number DID."""
+    numbers = api(stage.service.base_url, stage.line.api_key, "GET", "/phone-numbers")
+    (phone,) = [n for n in numbers["phoneNumbers"] if n["displayNumber"] == DID]
+    assert (phone["channel"], phone["whatsappPhoneNumberId"]) == ("whatsapp", META_ID)
+    return phone["id"]
+
+
 def place_call(stage: Stage, to: str) -> str:
-    (phone,) = [
-        n
-        for n in api(stage.service.base_url, stage.line.api_key, "GET", "/phone-numbers")[
-            "phoneNumbers"
-        ]
-        if n["displayNumber"] == DID
-    ]
     created = api(
         stage.service.base_url, stage.line.api_key, "POST", "/calls",
-        phoneNumberId=phone["id"], to=to,
+        phoneNumberId=number_id(stage), to=to,
     )  # fmt: skip
     return created["id"]
 
@@ -346,6 +359,10 @@ def test_business_initiated_calls_accepted_declined_unanswered_and_without_permi
     plans = {"6281300000001": "accept", "6281300000002": "reject", "6281300000003": "ring"}
     for digits, answer in plans.items():
         stage.meta.outbound[digits] = Outbound(answer=answer)
+    # Meta tells the service every user gave permission, so the calls are queued; the last
+    # one's is gone by the time the bot calls: Graph's connect refuses it.
+    for digits in [*plans, "6281300000004"]:
+        stage.service.graph.grant(META_ID, digits, "permanent")
     stage.meta.without_permission.add("6281300000004")
     ids = {digits: place_call(stage, f"+{digits}") for digits in [*plans, "6281300000004"]}
 
@@ -396,6 +413,8 @@ def test_business_initiated_calls_accepted_declined_unanswered_and_without_permi
         for r in stage.meta.requests
         if r["body"].get("action") == "connect" and r["body"]["to"] == "6281300000001"
     )
+    # From the number dispatch named, with its account's token.
+    assert (connect["number"], connect["authorization"]) == (META_ID, f"Bearer {ACCESS_TOKEN}")
     assert connect["body"]["biz_opaque_callback_data"] == accepted["id"]
     assert connect["body"]["session"]["sdp_type"] == "offer"
     assert accepted["transcriptSummary"].split("\n")[0] == "agent: Halo, Acme here."
@@ -434,8 +453,18 @@ def test_messages_are_handed_to_the_service_and_the_subscription_check_answered(
         ],
     }
     assert stage.run(stage.meta.webhook({"field": "messages", "value": reply})) == 200
-    wait_until(lambda: stage.standin.events, 10, "the reply was not handed on", stage)
-    assert stage.standin.events == [reply]
+    # The service applied it: the number may call the user, for good.
+    phone_number_id = number_id(stage)
+
+    def granted():
+        return permissions.stored(phone_number_id, f"+{USER}")
+
+    wait_until(lambda: granted() is not None, 10, "the reply was not handed on", stage)
+    assert (granted().status, granted().can_call, granted().expires_at) == (
+        "permanent",
+        True,
+        None,
+    )
     url = stage.bots[0].url + "/whatsapp/webhook"
     ok = requests.get(
         url,

@@ -9,9 +9,11 @@ from app.services import phone_numbers as number_service
 from app.services import tenants as tenant_service
 from app.services.audit import Actor
 from app.services.calls import outbound as outbound_calls
+from app.services.whatsapp import permissions
 from tests.call_flow import answer, end
 from tests.helpers import ACTOR, assert_error
 from tests.runtime.test_concurrency import race
+from tests.whatsapp import whatsapp_number
 
 DISPATCH = "/internal/v1/dispatch"
 
@@ -32,13 +34,17 @@ def queue(tenant, count=1, **fields):
 
 
 def dispatch(client, runtime_headers, max_calls=1):
-    """The calls claimed, each as {"call": …, "session": …}, read as the call's fields with
-    its session under "session"."""
+    """The calls claimed, each as {"call": …, "session": …, "channel": …,
+    "whatsappPhoneNumberId": …}, read as the call's fields with the rest beside them."""
     response = client.post(DISPATCH, json={"max": max_calls}, headers=runtime_headers)
     assert response.status_code == 200, response.get_data(as_text=True)
     claimed = response.json["calls"]
-    assert all(set(each) == {"call", "session"} for each in claimed)
-    return [{**each["call"], "session": each["session"]} for each in claimed]
+    route = {"channel", "whatsappPhoneNumberId"}
+    assert all(set(each) == {"call", "session", *route} for each in claimed)
+    return [
+        {**each["call"], "session": each["session"], "route": {k: each[k] for k in route}}
+        for each in claimed
+    ]
 
 
 def set_limit(tenant, calls):
@@ -66,6 +72,7 @@ def test_a_claim_admits_the_oldest_calls_as_a_start_does(
         "outbound",
         "+6281300000000",
     )
+    assert call["route"] == {"channel": "phone", "whatsappPhoneNumberId": None}
     session = call["session"]
     assert (session["agentId"], session["greetingText"]) == (agent_id, "Halo Budi!")
     assert session["maxCallDurationSeconds"] == 7 * 60
@@ -83,6 +90,25 @@ def test_a_claim_admits_the_oldest_calls_as_a_start_does(
     ]
     assert Call.get_by_id(third).status == "queued"
     assert [each["id"] for each in dispatch(client, runtime_headers, 5)] == [third]
+
+
+def test_a_call_from_a_whatsapp_number_names_metas_id_of_it(
+    client, runtime_headers, tenant, did, agent_id
+):
+    number = whatsapp_number(tenant, agent_id=agent_id, meta_id="1100042")
+    user = "+6281300000042"
+    permissions.record(
+        number.id,
+        permissions.Permission(
+            to=user, status="permanent", expires_at=None, can_call=True, can_request=False
+        ),
+    )
+    call = outbound_calls.place_call(
+        tenant=tenant, actor=Actor.cli(), phone_number_id=number.id, to=user
+    )
+    (claimed,) = dispatch(client, runtime_headers)
+    assert (claimed["id"], claimed["callerNumber"]) == (call.id, number.display_number)
+    assert claimed["route"] == {"channel": "whatsapp", "whatsappPhoneNumberId": "1100042"}
 
 
 def test_a_claimed_call_is_reported_as_any_call_and_frees_its_slot(

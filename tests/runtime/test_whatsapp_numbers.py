@@ -27,6 +27,7 @@ def test_a_known_number_comes_with_its_accounts_secrets(app, client, runtime_hea
     imported = PhoneNumber.get(PhoneNumber.whatsapp_phone_number_id == "6101")
     assert response.json == {
         "phoneNumberId": imported.id,
+        "whatsappPhoneNumberId": "6101",
         "displayNumber": "+628116000001",
         "accessToken": TOKEN,
         "appSecret": APP_SECRET,

@@ -46,6 +46,25 @@ class Outbound:
     # Agent versions will pin a queued call to one here (None: the agent's latest).
 
 
+@dataclass(frozen=True)
+class Route:
+    """How a claimed call is placed: its number's channel (phone or whatsapp) and, for a
+    WhatsApp number, Meta's id of it (the runtime calls Graph with it)."""
+
+    channel: str = "phone"
+    whatsapp_phone_number_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A call claimed by dispatch: now ringing, with its session and its number's route."""
+
+    call: Call
+    session: dict[str, Any]
+    channel: str
+    whatsapp_phone_number_id: str | None
+
+
 def outbound_line(
     *, tenant: Tenant, phone_number_id: str, agent_id: str | None
 ) -> tuple[PhoneNumber, Agent]:
@@ -236,13 +255,21 @@ def cancel_campaign_calls(*, campaign_id: str) -> int:
     return len(canceled)
 
 
-def _answering_version(call_id: str) -> AgentVersion | None:
+def _answering_version(call_id: str) -> tuple[AgentVersion | None, Route]:
     """The version of the agent that talks in a queued call, chosen as for an inbound start:
     the number's pinned version when the call's agent is the number's, else the agent's
     latest; None when the agent (or the number the call is placed from) can no longer take
-    calls."""
+    calls. With it, the route of the number the call is placed from (read in the same
+    query)."""
     row = (
-        Call.select(Agent.id, Agent.version, PhoneNumber.agent, PhoneNumber.agent_version)
+        Call.select(
+            Agent.id,
+            Agent.version,
+            PhoneNumber.agent,
+            PhoneNumber.agent_version,
+            PhoneNumber.channel,
+            PhoneNumber.whatsapp_phone_number_id,
+        )
         .join(Agent, on=(Agent.id == Call.agent))
         .switch(Call)
         .join(PhoneNumber, on=(PhoneNumber.id == Call.phone_number))
@@ -256,15 +283,16 @@ def _answering_version(call_id: str) -> AgentVersion | None:
         .first()
     )
     if row is None:
-        return None
-    agent_id, latest, number_agent_id, pinned = row
+        return None, Route()
+    agent_id, latest, number_agent_id, pinned, channel, whatsapp_id = row
     wanted = pinned if number_agent_id == agent_id and pinned is not None else latest
-    return cast(
+    version = cast(
         AgentVersion | None,
         AgentVersion.get_or_none(
             (AgentVersion.agent == agent_id) & (AgentVersion.version == wanted)
         ),
     )
+    return version, Route(channel=channel, whatsapp_phone_number_id=whatsapp_id)
 
 
 def _lock_tenants(tenant_ids: set[str]) -> dict[str, list[Any]]:
@@ -297,10 +325,11 @@ def too_large(agent: AgentVersion | None, variables: dict[str, str]) -> bool:
     return size > MAX_SESSION_BYTES
 
 
-def dispatch(*, max_calls: int) -> list[admission.StartedCall]:
+def dispatch(*, max_calls: int) -> list[Claimed]:
     """Claim up to max_calls queued calls, oldest first, for a runtime: each is admitted as an
     inbound start is (credit hold, a concurrent-call slot, ringing, call.started) and
-    returned with its session. A call whose tenant is at its concurrency limit stays queued;
+    returned with its session and its number's route (channel, and Meta's id of a WhatsApp
+    number). A call whose tenant is at its concurrency limit stays queued;
     one whose tenant has no credit left (or whose agent can no longer answer) fails, as a
     start would, with no_credits (or no_agent), and one whose agent's prompt has grown since
     it was queued so that its session would pass MAX_SESSION_BYTES fails with
@@ -313,7 +342,7 @@ def dispatch(*, max_calls: int) -> list[admission.StartedCall]:
     UPDATE of a queued call (on SQLite the IMMEDIATE transaction runs claims one at a time).
     """
     now = utcnow()
-    claimed: list[admission.StartedCall] = []
+    claimed: list[Claimed] = []
     with transaction():
         candidates = (
             Call.select(Call.id, Call.tenant, Call.variables)
@@ -339,7 +368,7 @@ def dispatch(*, max_calls: int) -> list[admission.StartedCall]:
             balance, reserved, active, limit = state
             if active >= limit:
                 continue  # stays queued until one of the tenant's calls ends
-            agent = _answering_version(call_id)
+            agent, route = _answering_version(call_id)
             held, rejection = admission.decide(
                 agent=agent, balance=balance, reserved=reserved, active=active, limit=limit
             )
@@ -388,5 +417,12 @@ def dispatch(*, max_calls: int) -> list[admission.StartedCall]:
                 )
                 campaign_progress.contact_done(call)
                 continue
-            claimed.append(admission.StartedCall(call=call, session=session, created=True))
+            claimed.append(
+                Claimed(
+                    call=call,
+                    session=session,
+                    channel=route.channel,
+                    whatsapp_phone_number_id=route.whatsapp_phone_number_id,
+                )
+            )
     return claimed

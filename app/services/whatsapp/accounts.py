@@ -47,6 +47,7 @@ class RuntimeNumber:
     """What the voice runtime needs to serve a WhatsApp number (secrets in clear)."""
 
     phone_number_id: str
+    whatsapp_phone_number_id: str  # Meta's
     display_number: str
     access_token: str
     app_secret: str
@@ -256,6 +257,7 @@ def runtime_number(whatsapp_phone_number_id: str) -> RuntimeNumber:
     account = number.whatsapp_account
     return RuntimeNumber(
         phone_number_id=number.id,
+        whatsapp_phone_number_id=whatsapp_phone_number_id,
         display_number=number.display_number,
         access_token=vault.decrypt(account.access_token_encrypted),
         app_secret=vault.decrypt(account.app_secret_encrypted),

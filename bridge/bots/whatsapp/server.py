@@ -8,7 +8,7 @@ names (from the service's runtime API) and answered 200 at once, 401 when its si
 wrong. GET /healthz says whether the bot takes calls (503 once stopping) and how many it
 holds. A user's call is started with the service and answered over WebRTC, then run by `bot`
 (bot.py) with Gemini Live; with BOT_DISPATCH=1 the bot also places the service's queued
-outbound calls from the numbers of WHATSAPP_PHONE_NUMBER_IDS. With BOT_REDIS_URL several bot
+outbound calls, each from the WhatsApp number dispatch names. With BOT_REDIS_URL several bot
 processes share the one webhook URL: each call's later events reach the process holding it.
 On SIGTERM the bot takes no new call and stops once its calls have ended. Settings come from
 the environment, or from a .env file beside this one (env.example lists them).
@@ -57,7 +57,6 @@ class BotSettings:
     report_give_up_s: float = 900.0  # BOT_REPORT_GIVE_UP_SECONDS
     dispatch: bool = False  # BOT_DISPATCH=1: place the service's queued outbound calls
     max_calls: int = 20  # BOT_MAX_CALLS: calls at once this bot takes from dispatch
-    phone_number_ids: tuple[str, ...] = ()  # WHATSAPP_PHONE_NUMBER_IDS: to place calls from
     no_answer_s: float = 60.0  # BOT_NO_ANSWER_SECONDS
     redis_url: str = ""  # BOT_REDIS_URL: share the webhook with other bot processes
     ice_servers: tuple[str, ...] = field(default=())  # BOT_ICE_SERVERS: stun:… urls
@@ -88,7 +87,6 @@ class BotSettings:
             report_give_up_s=float(env.get("BOT_REPORT_GIVE_UP_SECONDS") or 900.0),
             dispatch=env.get("BOT_DISPATCH") == "1",
             max_calls=int(env.get("BOT_MAX_CALLS") or 20),
-            phone_number_ids=listed("WHATSAPP_PHONE_NUMBER_IDS"),
             no_answer_s=float(env.get("BOT_NO_ANSWER_SECONDS") or 60.0),
             redis_url=env.get("BOT_REDIS_URL") or "",
             ice_servers=listed("BOT_ICE_SERVERS"),
@@ -122,7 +120,6 @@ def create_app(settings: BotSettings, factory: ServicesFactory | None = None) ->
                 no_answer_s=settings.no_answer_s,
                 handoff=Handoff(settings.redis_url) if settings.redis_url else None,
                 max_calls=settings.max_calls,
-                outbound_numbers=settings.phone_number_ids,
                 run_call=run_call,
             )
             await line.start()
