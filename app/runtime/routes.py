@@ -77,7 +77,8 @@ class RuntimeDispatch(MethodView):
     def post(self, fields):
         """Claim queued outbound calls to place
 
-        Hands out up to `max` queued calls, oldest first, each admitted exactly as an inbound
+        Hands out up to `max` queued calls, oldest first (only those placed from a number
+        of `channel` when it is named: phone or whatsapp), each admitted exactly as an inbound
         start is (credit hold, concurrent-call slot, ringing, call.started) and returned with
         its session; two runtimes claiming at once never get the same call. A call whose
         tenant is at its concurrency limit stays queued until a slot frees; one whose tenant
@@ -89,7 +90,9 @@ class RuntimeDispatch(MethodView):
         call with the endpoints of any call: answered, or ended with status failed and
         hangupReason no_answer, busy or voicemail when nobody answered.
         """
-        return {"calls": outbound_calls.dispatch(max_calls=fields["max"])}
+        return {
+            "calls": outbound_calls.dispatch(max_calls=fields["max"], channel=fields["channel"])
+        }
 
 
 @blp.route("/calls/<call_id>/answered")

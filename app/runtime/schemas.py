@@ -136,6 +136,16 @@ class DispatchSchema(Schema):
             "description": f"Claim at most this many calls (1 to {MAX_DISPATCH}; default 1)."
         },
     )
+    channel = fields.String(
+        load_default=None,
+        validate=validate.OneOf(CHANNELS),
+        metadata={
+            "description": "Claim only calls placed from a number of this channel: phone (a "
+            "telephony provider) or whatsapp (WhatsApp Business); absent: calls of every "
+            "channel. A runtime that places calls of one channel names it, so that the "
+            "others stay queued for a runtime that can place them."
+        },
+    )
 
 
 class DispatchedCallSchema(Schema):

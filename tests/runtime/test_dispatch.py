@@ -20,7 +20,7 @@ DISPATCH = "/internal/v1/dispatch"
 
 def queue(tenant, count=1, **fields):
     """Queue count outbound calls from the tenant's number; their ids, oldest first."""
-    (number,) = number_service.list_numbers(tenant=tenant)
+    (number,) = number_service.list_numbers(tenant=tenant, channel="phone")
     return [
         outbound_calls.place_call(
             tenant=tenant,
@@ -33,10 +33,12 @@ def queue(tenant, count=1, **fields):
     ]
 
 
-def dispatch(client, runtime_headers, max_calls=1):
-    """The calls claimed, each as {"call": …, "session": …, "channel": …,
-    "whatsappPhoneNumberId": …}, read as the call's fields with the rest beside them."""
-    response = client.post(DISPATCH, json={"max": max_calls}, headers=runtime_headers)
+def dispatch(client, runtime_headers, max_calls=1, channel=None):
+    """The calls claimed (only of channel, when named), each as {"call": …, "session": …,
+    "channel": …, "whatsappPhoneNumberId": …}, read as the call's fields with the rest beside
+    them."""
+    body = {"max": max_calls, **({"channel": channel} if channel else {})}
+    response = client.post(DISPATCH, json=body, headers=runtime_headers)
     assert response.status_code == 200, response.get_data(as_text=True)
     claimed = response.json["calls"]
     route = {"channel", "whatsappPhoneNumberId"}
@@ -109,6 +111,52 @@ def test_a_call_from_a_whatsapp_number_names_metas_id_of_it(
     (claimed,) = dispatch(client, runtime_headers)
     assert (claimed["id"], claimed["callerNumber"]) == (call.id, number.display_number)
     assert claimed["route"] == {"channel": "whatsapp", "whatsappPhoneNumberId": "1100042"}
+
+
+def queue_whatsapp(tenant, agent_id, count=1):
+    """Queue count calls from a WhatsApp number of the tenant (each user has granted the
+    number permission to call); their ids, oldest first."""
+    number = whatsapp_number(tenant, agent_id=agent_id, meta_id="1100042")
+    ids = []
+    for index in range(count):
+        user = f"+62813100{index:05d}"
+        permissions.record(
+            number.id,
+            permissions.Permission(
+                to=user, status="permanent", expires_at=None, can_call=True, can_request=False
+            ),
+        )
+        call = outbound_calls.place_call(
+            tenant=tenant, actor=Actor.cli(), phone_number_id=number.id, to=user
+        )
+        ids.append(call.id)
+    return ids
+
+
+def test_a_claim_naming_a_channel_leaves_the_other_channels_calls_queued(
+    client, runtime_headers, tenant, did, agent_id
+):
+    # The phone calls are older: a claim of every channel would hand them out first.
+    phone = queue(tenant, 2)
+    whatsapp = queue_whatsapp(tenant, agent_id, 2)
+    claimed = dispatch(client, runtime_headers, 5, channel="whatsapp")
+    assert [each["id"] for each in claimed] == whatsapp
+    assert {each["route"]["channel"] for each in claimed} == {"whatsapp"}
+    assert [Call.get_by_id(call_id).status for call_id in phone] == ["queued"] * 2
+    assert dispatch(client, runtime_headers, 5, channel="whatsapp") == []
+    claimed = dispatch(client, runtime_headers, 5, channel="phone")
+    assert [each["id"] for each in claimed] == phone
+    assert {each["route"]["channel"] for each in claimed} == {"phone"}
+
+
+def test_a_phone_claim_leaves_whatsapp_calls_queued_and_a_claim_of_every_channel_takes_them(
+    client, runtime_headers, tenant, did, agent_id
+):
+    whatsapp = queue_whatsapp(tenant, agent_id)
+    phone = queue(tenant)
+    assert [each["id"] for each in dispatch(client, runtime_headers, 5, channel="phone")] == phone
+    assert Call.get_by_id(whatsapp[0]).status == "queued"
+    assert [each["id"] for each in dispatch(client, runtime_headers, 5)] == whatsapp
 
 
 def test_a_claimed_call_is_reported_as_any_call_and_frees_its_slot(
@@ -231,6 +279,17 @@ def test_a_bad_claim_is_422(client, runtime_headers, body):
     assert_error(client.post(DISPATCH, json=body, headers=runtime_headers), 422, "validation_error")
 
 
+@pytest.mark.parametrize("channel", ["sms", "WhatsApp", "", 1])
+def test_a_claim_of_an_unknown_channel_is_422_naming_it(
+    client, runtime_headers, tenant, did, channel
+):
+    queue(tenant)
+    response = client.post(DISPATCH, json={"max": 1, "channel": channel}, headers=runtime_headers)
+    error = assert_error(response, 422, "validation_error")
+    assert "channel" in str(error["details"]), error
+    assert Call.select().where(Call.status == "queued").count() == 1
+
+
 def test_dispatch_needs_the_runtime_token(client, headers):
     assert_error(client.post(DISPATCH, json={"max": 1}, headers=headers), 401, "unauthorized")
 
@@ -270,7 +329,7 @@ def test_a_queued_call_is_answered_with_its_numbers_pinned_version(
     """Dispatch chooses the version as a start does: a call queued from a number pinned to
     version 1 talks with version 1's prompt and functions after the agent moved on; a call
     naming the agent from an unpinned line gets the latest."""
-    (number,) = number_service.list_numbers(tenant=tenant)
+    (number,) = number_service.list_numbers(tenant=tenant, channel="phone")
     pinned = client.post(
         f"/api/v1/phone-numbers/{number.id}/assign-agent",
         json={"agentId": agent_id, "agentVersion": 1},

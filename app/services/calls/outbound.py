@@ -325,8 +325,36 @@ def too_large(agent: AgentVersion | None, variables: dict[str, str]) -> bool:
     return size > MAX_SESSION_BYTES
 
 
-def dispatch(*, max_calls: int) -> list[Claimed]:
-    """Claim up to max_calls queued calls, oldest first, for a runtime: each is admitted as an
+def _candidates(*, max_calls: int, channel: str | None) -> Any:
+    """The queued calls a claim considers, oldest first: twice max_calls (some may be left
+    out), of tenants below their concurrency limit and, when channel is named, placed from
+    a number of that channel. On PostgreSQL they are locked, skipping those another claim
+    holds."""
+    candidates = (
+        Call.select(Call.id, Call.tenant, Call.variables)
+        .join(Tenant, on=(Tenant.id == Call.tenant))
+        .where(
+            (Call.status == "queued")
+            & (Tenant.active_calls < tenant_service.concurrent_call_limit_sql())
+        )
+        .order_by(Call.queued_at, Call.id)
+        .limit(max_calls * 2)
+    )
+    if channel is not None:
+        # A runtime that places calls of one channel only leaves the others queued.
+        candidates = (
+            candidates.switch(Call)
+            .join(PhoneNumber, on=(PhoneNumber.id == Call.phone_number))
+            .where(PhoneNumber.channel == channel)
+        )
+    if not is_sqlite():
+        candidates = candidates.for_update(of=Call, skip_locked=True)
+    return candidates
+
+
+def dispatch(*, max_calls: int, channel: str | None = None) -> list[Claimed]:
+    """Claim up to max_calls queued calls, oldest first, for a runtime (only those placed from
+    a number of the channel, phone or whatsapp, when one is named): each is admitted as an
     inbound start is (credit hold, a concurrent-call slot, ringing, call.started) and
     returned with its session and its number's route (channel, and Meta's id of a WhatsApp
     number). A call whose tenant is at its concurrency limit stays queued;
@@ -344,18 +372,7 @@ def dispatch(*, max_calls: int) -> list[Claimed]:
     now = utcnow()
     claimed: list[Claimed] = []
     with transaction():
-        candidates = (
-            Call.select(Call.id, Call.tenant, Call.variables)
-            .join(Tenant, on=(Tenant.id == Call.tenant))
-            .where(
-                (Call.status == "queued")
-                & (Tenant.active_calls < tenant_service.concurrent_call_limit_sql())
-            )
-            .order_by(Call.queued_at, Call.id)
-            .limit(max_calls * 2)
-        )
-        if not is_sqlite():
-            candidates = candidates.for_update(of=Call, skip_locked=True)
+        candidates = _candidates(max_calls=max_calls, channel=channel)
         rows = cast(list[tuple[str, str, dict[str, str]]], list(candidates.tuples()))
         tenants = _lock_tenants({tenant_id for _, tenant_id, _ in rows})
         room = MAX_DISPATCH_BYTES
