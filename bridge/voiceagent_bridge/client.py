@@ -607,12 +607,19 @@ class RuntimeClient:
         _, data = await self._post(f"internal/v1/calls/{call_id}/ended", body, idempotent=True)
         return Call.from_json(data)
 
-    async def dispatch(self, *, max_calls: int = 1) -> list[DispatchedCall]:
-        """Claim up to max_calls queued outbound calls (oldest first), each now ringing.
+    async def dispatch(
+        self, *, max_calls: int = 1, channel: str | None = None
+    ) -> list[DispatchedCall]:
+        """Claim up to max_calls queued outbound calls (oldest first), each now ringing; only
+        those placed from a number of channel ("phone" or "whatsapp") when it is named, so
+        that a runtime leaves the calls it cannot place to another.
 
         Never repeated once sent: a claim whose answer was lost cannot be claimed again.
         """
-        _, data = await self._post("internal/v1/dispatch", {"max": max_calls}, idempotent=False)
+        body: dict[str, Any] = {"max": max_calls}
+        if channel is not None:
+            body["channel"] = channel
+        _, data = await self._post("internal/v1/dispatch", body, idempotent=False)
         return [
             DispatchedCall(
                 call=Call.from_json(each["call"]),

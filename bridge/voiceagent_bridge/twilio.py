@@ -5,7 +5,7 @@ websocket with parameters the bot signs itself (`stream_token`), so that only a 
 from the bot's own answer starts a call. A `TwilioLine` is a bot's side of its calls: it
 accepts a media stream (checks it, then starts its call with the service, or takes up the
 outbound call it dialled), gives Pipecat the stream's transport, and dials the outbound calls
-it claims from the service's dispatch.
+it claims from the service's dispatch (those from phone numbers: channel `phone`).
 """
 
 import asyncio
@@ -197,7 +197,7 @@ class TwilioLine:
             room = self.max_calls - len(self.active) - len(self.dialing)
             if room > 0:
                 try:
-                    claimed = await self.client.dispatch(max_calls=min(room, 50))
+                    claimed = await self.client.dispatch(max_calls=min(room, 50), channel="phone")
                 except RuntimeAPIError as exc:
                     log.warning("dispatch: %s", exc)
                     claimed = []

@@ -13,10 +13,11 @@ tolerantly: Pipecat's own webhook models refuse status events and real terminate
   pipeline, which sends audio (silence included) from the start. It is answered when the
   media flows; Meta's terminate ends it with Meta's duration as its talk time; the agent's
   limit ends it with Graph `terminate`.
-- A business-initiated call (`dispatch_forever`): claimed from the service (which names
-  Meta's id of the WhatsApp number it is placed from), a WebRTC offer, Graph `connect`
-  from that number (biz_opaque_callback_data the call's id); the connect webhook brings the
-  answer; ACCEPTED answers it, REJECTED fails it `declined`, no answer in time fails it
+- A business-initiated call (`dispatch_forever`): claimed from the service, from WhatsApp
+  numbers only (dispatch's channel `whatsapp`: calls from phone numbers stay queued for a
+  telephony runtime), with Meta's id of the number it is placed from; a WebRTC offer, Graph
+  `connect` from that number (biz_opaque_callback_data the call's id); the connect webhook
+  brings the answer; ACCEPTED answers it, REJECTED fails it `declined`, no answer in time fails it
   `no_answer` (after Graph `terminate`), Graph error 138006 fails it `no_call_permission`.
 - `messages` changes (call permission replies among them) go to the service's events route.
 
@@ -760,7 +761,9 @@ class WhatsAppLine:
             room = self.max_calls - self.active
             if room > 0 and self.taking:
                 try:
-                    claimed = await self.client.dispatch(max_calls=min(room, 50))
+                    claimed = await self.client.dispatch(
+                        max_calls=min(room, 50), channel="whatsapp"
+                    )
                 except RuntimeAPIError as exc:
                     log.warning("dispatch: %s", exc)
                     claimed = []

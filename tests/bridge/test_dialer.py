@@ -77,6 +77,41 @@ def test_a_claimed_call_is_dialled_through_twilio_and_reported_failed_when_unans
     assert call["hangupInitiator"] == "callee" and call["billedMinutes"] == 0
 
 
+def test_a_claim_naming_a_channel_takes_only_calls_from_its_numbers(service):
+    line = set_up_line(
+        service.base_url,
+        name="channels",
+        did="+6221555409",
+        agent={"name": "Sales", "systemPrompt": "Sell."},
+    )
+    call_id = place_call(service.base_url, line, CALLEE)
+
+    async def claim():
+        async with RuntimeClient(service.base_url, RUNTIME_TOKEN) as client:
+            whatsapp = await client.dispatch(max_calls=50, channel="whatsapp")
+            phone = await client.dispatch(max_calls=50, channel="phone")
+            return whatsapp, phone
+
+    whatsapp, phone = asyncio.run(claim())
+    assert call_id not in [each.call.id for each in whatsapp]
+    assert call_id in [each.call.id for each in phone]
+    assert {each.channel for each in phone} == {"phone"}
+    for each in phone:  # nobody dials them: reported unanswered
+        asyncio.run(report_unanswered(service.base_url, each.call.id))
+
+
+async def report_unanswered(base_url: str, call_id: str) -> None:
+    async with RuntimeClient(base_url, RUNTIME_TOKEN) as client:
+        await client.end_call(
+            call_id,
+            status="failed",
+            duration_seconds=0,
+            talk_time_seconds=0,
+            hangup_reason="no_answer",
+            hangup_initiator="callee",
+        )
+
+
 ANSWERING = "+6281300000002"
 
 

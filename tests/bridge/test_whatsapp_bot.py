@@ -355,6 +355,26 @@ def place_call(stage: Stage, to: str) -> str:
     return created["id"]
 
 
+def place_phone_call(stage: Stage, to: str) -> str:
+    """Queue a call from a phone number of the tenant (added, with the line's agent, once)."""
+    from app.models import PhoneNumber, Tenant
+    from app.services import phone_numbers as number_service
+    from tests.helpers import ACTOR
+
+    number = PhoneNumber.get_or_none(
+        (PhoneNumber.tenant == stage.line.tenant_id) & (PhoneNumber.channel == "phone")
+    ) or number_service.add_number(
+        actor=ACTOR, tenant=Tenant.get_by_id(stage.line.tenant_id), display_number="+6221555499"
+    )
+    api(stage.service.base_url, stage.line.api_key, "POST",
+        f"/phone-numbers/{number.id}/assign-agent", agentId=stage.line.agent_id)  # fmt: skip
+    created = api(
+        stage.service.base_url, stage.line.api_key, "POST", "/calls",
+        phoneNumberId=number.id, to=to,
+    )  # fmt: skip
+    return created["id"]
+
+
 def test_business_initiated_calls_accepted_declined_unanswered_and_without_permission(stage):
     plans = {"6281300000001": "accept", "6281300000002": "reject", "6281300000003": "ring"}
     for digits, answer in plans.items():
@@ -364,6 +384,9 @@ def test_business_initiated_calls_accepted_declined_unanswered_and_without_permi
     for digits in [*plans, "6281300000004"]:
         stage.service.graph.grant(META_ID, digits, "permanent")
     stage.meta.without_permission.add("6281300000004")
+    # A call from the tenant's phone number, queued first: the WhatsApp bots claim only
+    # WhatsApp calls, so it stays queued for a telephony runtime.
+    phone_call = place_phone_call(stage, "+6281300000009")
     ids = {digits: place_call(stage, f"+{digits}") for digits in [*plans, "6281300000004"]}
 
     async def accepted_conversation():
@@ -426,6 +449,9 @@ def test_business_initiated_calls_accepted_declined_unanswered_and_without_permi
     assert stage.meta.actions(plan.call_id) == ["connect", "terminate"]
     refused = calls["6281300000004"]
     assert (refused["status"], refused["hangupReason"]) == ("failed", "no_call_permission")
+    phone = call_detail(stage.service.base_url, stage.line, phone_call)
+    assert phone["status"] == "queued", stage.logs()
+    api(stage.service.base_url, stage.line.api_key, "POST", f"/calls/{phone_call}/cancel")
     # Every call ended, in the service and in the bots: none held, no task left.
     for bot in stage.bots:
         wait_until(lambda bot=bot: held(bot) == {"taking": True, "calls": 0, "tasks": 0}, 10,

@@ -5,7 +5,8 @@
 Twilio posts each incoming call to /twilio/voice (signed with the account's auth token); the
 answer connects the call's audio to the websocket /twilio/stream, which runs `bot` (bot.py)
 for the call. With BOT_DISPATCH=1 the server also claims the service's queued outbound calls
-(POST /internal/v1/dispatch) and dials them through Twilio's REST API; Twilio reports one that
+from phone numbers (POST /internal/v1/dispatch, channel phone: those from WhatsApp numbers
+stay queued for the WhatsApp bot) and dials them through Twilio's REST API; Twilio reports one that
 went unanswered to /twilio/status. Settings come from the environment, or from a .env file
 beside this one (env.example lists them).
 

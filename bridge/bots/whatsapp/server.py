@@ -8,8 +8,10 @@ names (from the service's runtime API) and answered 200 at once, 401 when its si
 wrong. GET /healthz says whether the bot takes calls (503 once stopping) and how many it
 holds. A user's call is started with the service and answered over WebRTC, then run by `bot`
 (bot.py) with Gemini Live; with BOT_DISPATCH=1 the bot also places the service's queued
-outbound calls, each from the WhatsApp number dispatch names. With BOT_REDIS_URL several bot
-processes share the one webhook URL: each call's later events reach the process holding it.
+outbound calls from WhatsApp numbers (dispatch's channel whatsapp: those from phone numbers
+stay queued for a telephony bot), each from the WhatsApp number dispatch names. With
+BOT_REDIS_URL several bot processes share the one webhook URL: each call's later events reach
+the process holding it.
 On SIGTERM the bot takes no new call and stops once its calls have ended. Settings come from
 the environment, or from a .env file beside this one (env.example lists them).
 """
