@@ -456,7 +456,7 @@ def test_a_call_beyond_the_tenants_share_of_workers_is_busy_at_once(
             endpoint.wait_for(1)
             started = time.monotonic()
             busy = invoke(client, runtime_headers, call_id, orderId="B")
-            assert time.monotonic() - started < 0.3
+            assert time.monotonic() - started < 1.0  # not after the 1.5 s the first one holds
             other = invoke(client, runtime_headers, other_call, orderId="C")
             assert holding.result().json == {"result": {"status": "shipped"}}
         assert len(endpoint.requests) == 2  # the first call's and the other tenant's
