@@ -5,6 +5,7 @@ from typing import Any
 from marshmallow import fields
 
 from app.resources.agents.schemas import VOICES
+from app.resources.analysis_plan import AnalysisPlanSchema
 from app.resources.common import PageArgsSchema, PaginationSchema, Schema
 from app.resources.fields import DateOrTimestamp, Timestamp
 from app.resources.functions.schemas import FunctionDefinitionSchema
@@ -78,6 +79,11 @@ class VersionAgentSchema(Schema):
         required=True,
         allow_none=True,
         metadata={"description": "Number for human escalation (E.164), or null."},
+    )
+    analysis_plan = fields.Nested(
+        AnalysisPlanSchema,
+        required=True,
+        metadata={"description": "What the analysis of its calls extracts."},
     )
 
 
