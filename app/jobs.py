@@ -9,6 +9,7 @@ from typing import Any
 
 from app.db import database
 from app.services import campaign_permissions, campaigns, function_calls, function_tests
+from app.services.calls import analysis as call_analysis
 from app.services.calls import lifecycle as call_lifecycle
 from app.services.deliveries import attempt as delivery_attempt
 from app.services.deliveries import dispatch as delivery_dispatch
@@ -62,3 +63,14 @@ def sweep() -> int:
         call_lifecycle.release_lapsed_holds()
         campaigns.place_due()
         return enqueued
+
+
+def analyze_call(
+    call_id: str, attempt: int = 1, spent_idr: float = 0.0, plan_version: int | None = None
+) -> str:
+    """Analyse an ended call with Gemini, or schedule it again (busy, retrying); what
+    happened."""
+    with database.connection_context():
+        return call_analysis.run(
+            call_id=call_id, attempt=attempt, spent_idr=spent_idr, plan_version=plan_version
+        )

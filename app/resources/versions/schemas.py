@@ -155,6 +155,22 @@ class VersionStatsSchema(Schema):
         },
     )
     ai_cost_idr = fields.Integer(required=True, metadata={"description": "AI cost in IDR."})
+    analyzed_calls = fields.Integer(
+        required=True,
+        metadata={"description": "Of those calls, the ones whose post-call analysis is done."},
+    )
+    successful_calls = fields.Integer(
+        required=True,
+        metadata={"description": "Of the analysed calls, the ones judged successful."},
+    )
+    success_rate = fields.Float(
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "successfulCalls / analyzedCalls, 0 to 1 (4 decimals); null when "
+            "none was analysed."
+        },
+    )
 
 
 class AgentStatsSchema(Schema):
