@@ -235,6 +235,7 @@ DASHBOARD = {
     "/dashboard/agents/<agent_id>/prompt": Change("agent.updated", {"systemPrompt": "Hello."}),
     "/dashboard/agents/<agent_id>/tools": Change("agent.updated", {"toolsEnabled": "end_call"}),
     "/dashboard/agents/<agent_id>/analysis": Change("agent.updated", {"summary": "false"}),
+    "/dashboard/calls/<call_id>/analyze": Change("call.analysis_requested", prepare=end_with_turns),
     "/dashboard/agents/<agent_id>/delete": Change("agent.deleted"),
     "/dashboard/phone-numbers/<number_id>/call-permission-requests": Change(
         "call_permission.requested", {"to": CALLEE}, prepare=use_whatsapp_number

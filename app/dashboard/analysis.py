@@ -7,14 +7,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flask import current_app, flash, g, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 from werkzeug.datastructures import MultiDict
 
 from app.dashboard import bp, current_actor
+from app.dashboard.calls import call as call_page
 from app.dashboard.formdata import TRUE, Errors
-from app.errors import ValidationFailed
+from app.errors import Conflict, ValidationFailed
 from app.models import Agent
 from app.services import agents as agent_service
 from app.services import analysis as analysis_service
+from app.services.calls import analysis as call_analysis
+from app.services.calls import history as call_history
 
 # The types a field may have, in the order the form offers them, with their labels.
 FIELD_TYPES = ("string", "number", "boolean", "enum")
@@ -210,3 +214,17 @@ def _analysis_page(
         max_fields=analysis_service.MAX_FIELDS,
         configured=bool(current_app.config.get("GEMINI_API_KEY")),
     )
+
+
+@bp.route("/calls/<call_id>/analyze", methods=["POST"])
+def analyze_call(call_id: str) -> ResponseReturnValue:
+    """Run again: the call analysed anew with its agent's latest plan, as
+    POST /calls/:id/analyze does; back to the call's page."""
+    found = call_history.get_call(tenant=g.tenant, call_id=call_id)  # another tenant's: 404
+    try:
+        call_analysis.reanalyze(tenant=g.tenant, actor=current_actor(), call_id=found.id)
+    except Conflict as exc:  # not ended, or nothing to analyse
+        flash(exc.message, "error")
+        return call_page(found.id), 409
+    flash("The call is being analysed again (reload the page to see the outcome).", "success")
+    return redirect(url_for("dashboard.call", call_id=found.id, _anchor="analysis"))

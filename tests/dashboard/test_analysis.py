@@ -10,8 +10,8 @@ import pytest
 from app.dashboard.analysis import example_analysis
 from app.models import Call
 from app.services import analysis as analysis_service
-from tests.call_flow import RUNTIME, answer, end, start
 from tests.dashboard.conftest import csrf_token, sign_in
+from tests.resources.test_call_analysis import analysed, call_with_turns
 from tests.test_isolation import snapshot
 
 AGENTS = "/dashboard/agents"
@@ -192,13 +192,12 @@ def test_a_viewer_sees_the_plan_but_cannot_save_it(client, viewer, agent_id):
     assert response.status_code == 403
 
 
-def ended_call(client, runtime_headers, did, turns=TURNS) -> str:
-    call_id = start(client, runtime_headers, did).json["id"]
-    answer(client, runtime_headers, call_id)
+def ended_call(client, headers, runtime_headers, did, turns=TURNS) -> str:
+    """A call ended with turns, once its analysis job has run (no Gemini key here:
+    not_configured), so that a test may set the analysis it shows."""
+    call_id = call_with_turns(client, runtime_headers, did, turns=turns)
     if turns:
-        path = f"{RUNTIME}/{call_id}/transcript"
-        assert client.post(path, json={"turns": turns}, headers=runtime_headers).status_code == 200
-    end(client, runtime_headers, call_id)
+        assert analysed(client, headers, call_id)["status"] == "not_configured"
     return call_id
 
 
@@ -207,8 +206,8 @@ def analysis_section(body: str) -> str:
     return body[start_at : body.index("<h2", start_at + 1)]
 
 
-def test_the_call_page_shows_a_done_analysis(signed_in, runtime_headers, did):
-    call_id = ended_call(signed_in, runtime_headers, did)
+def test_the_call_page_shows_a_done_analysis(signed_in, headers, runtime_headers, did):
+    call_id = ended_call(signed_in, headers, runtime_headers, did)
     done = {
         "status": "done",
         "summary": "Ibu Sari booked a scaling on Thursday.",
@@ -228,6 +227,7 @@ def test_the_call_page_shows_a_done_analysis(signed_in, runtime_headers, did):
     assert "2026-11-30 03:12:44" in section
     rows = re.findall(r"<th scope=\"row\"><code>(\w+)</code></th><td>(.*?)</td>", section)
     assert rows == [("booked", "yes"), ("treatment", "scaling"), ("appointmentDate", "—")]
+    assert ">Run again</button>" in section
 
 
 @pytest.mark.parametrize(
@@ -242,15 +242,15 @@ def test_the_call_page_shows_a_done_analysis(signed_in, runtime_headers, did):
     ],
 )  # fmt: skip
 def test_the_call_page_says_why_there_is_no_analysis(
-    signed_in, runtime_headers, did, analysis, shown
+    signed_in, headers, runtime_headers, did, analysis, shown
 ):
-    call_id = ended_call(signed_in, runtime_headers, did)
+    call_id = ended_call(signed_in, headers, runtime_headers, did)
     Call.update(analysis=analysis).where(Call.id == call_id).execute()
     assert shown in analysis_section(text(signed_in.get(f"/dashboard/calls/{call_id}")))
 
 
-def test_a_call_without_a_conversation_has_no_run_again(signed_in, runtime_headers, did):
-    call_id = ended_call(signed_in, runtime_headers, did, turns=[])
+def test_a_call_without_a_conversation_has_no_run_again(signed_in, headers, runtime_headers, did):
+    call_id = ended_call(signed_in, headers, runtime_headers, did, turns=[])
     section = analysis_section(text(signed_in.get(f"/dashboard/calls/{call_id}")))
-    assert "it has no conversation to analyse" in section
+    assert "Not analysed: the call has no conversation." in section
     assert "Run again" not in section
