@@ -4,7 +4,7 @@ which the dashboard's form uses too)."""
 
 from typing import Any
 
-from marshmallow import ValidationError, fields
+from marshmallow import ValidationError, fields, validate
 
 from app.errors import ValidationFailed
 from app.resources.common import Schema
@@ -17,7 +17,7 @@ class AnalysisFieldSchema(Schema):
         metadata={
             "description": "The field's key in the analysis' fields: letters, digits and _ "
             "(1–64, not starting with a digit), unique in the plan.",
-            "pattern": analysis.FIELD_NAME.pattern,
+            "pattern": f"^{analysis.FIELD_NAME.pattern}$",
         },
     )
     type = fields.String(
@@ -25,16 +25,19 @@ class AnalysisFieldSchema(Schema):
         metadata={"description": "What the value is.", "enum": analysis.FIELD_TYPES},
     )
     description = fields.String(
+        validate=validate.Length(max=analysis.MAX_DESCRIPTION),
         metadata={
             "description": "What to extract, for the model (at most 1,000 characters; "
             "default empty)."
-        }
+        },
     )
     choices = fields.List(
-        fields.String(),
+        fields.String(validate=validate.Length(1, analysis.MAX_CHOICE_LENGTH)),
+        validate=validate.Length(1, analysis.MAX_CHOICES),
         metadata={
+            "uniqueItems": True,
             "description": "An enum field's values: 1–50 distinct texts of 1–100 characters "
-            "(only for type enum, required for it)."
+            "(only for type enum, required for it).",
         },
     )
     required = fields.Boolean(
@@ -51,12 +54,15 @@ class AnalysisPlanSchema(Schema):
     )
     fields_ = fields.List(
         fields.Nested(AnalysisFieldSchema),
+        validate=validate.Length(max=analysis.MAX_FIELDS),
         data_key="fields",
         attribute="fields",
         metadata={"description": "The values to extract from each call: at most 20."},
     )
     success_criteria = fields.String(
         attribute="successCriteria",
+        allow_none=True,
+        validate=validate.Length(max=analysis.MAX_CRITERIA),
         metadata={
             "description": "What makes a call successful, for the model's verdict (at most "
             "2,000 characters; absent: whether the call reached the goal its prompt sets)."

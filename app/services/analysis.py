@@ -19,7 +19,7 @@ MAX_CHOICES = 50
 MAX_CHOICE_LENGTH = 100
 MAX_DESCRIPTION = 1_000
 MAX_CRITERIA = 2_000
-FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 PLAN_KEYS = ("summary", "fields", "successCriteria")
 FIELD_KEYS = ("name", "type", "description", "choices", "required")
 UNKNOWN = "Unknown field."
@@ -31,7 +31,7 @@ def _field_errors(index: int, entry: Any, seen: set[str]) -> dict[str, list[str]
         return {"_schema": ["Must be an object with name and type."]}
     errors: dict[str, list[str]] = {key: [UNKNOWN] for key in entry if key not in FIELD_KEYS}
     name = entry.get("name")
-    if not isinstance(name, str) or not FIELD_NAME.match(name):
+    if not isinstance(name, str) or not FIELD_NAME.fullmatch(name):
         errors["name"] = [
             "Required: a name of letters, digits and _ (1–64, not starting with a digit)."
         ]
