@@ -23,10 +23,10 @@ from app.services.calls import history as call_history
 # The types a field may have, in the order the form offers them, with their labels.
 FIELD_TYPES = ("string", "number", "boolean", "enum")
 TYPE_LABELS = {
-    "string": "Text",
+    "string": "Text (string)",
     "number": "Number",
-    "boolean": "Yes or no",
-    "enum": "One of a list",
+    "boolean": "Yes or no (boolean)",
+    "enum": "One of a list (enum)",
 }
 # A field row's inputs: fields-<n>-<part>.
 ROW_INPUT = re.compile(r"^fields-(\d{1,4})-(name|type|description|choices|required|remove)$")
