@@ -138,6 +138,13 @@ WHATSAPP_WORKERS = 3
 ANALYSIS_WORKERS = 2
 ANALYSIS_TENANT_SHARE = 0.5
 ANALYSIS_BUSY_DELAY = 2.0
+# An analysis still pending this many seconds after it was asked for lost its job (Redis was
+# down when the call ended, or its worker died): the sweep asks for it again, at most
+# ANALYSIS_SWEEP_BATCH a sweep, the tenants' in turn. Far above the retries' backoff
+# (ANALYSIS_RETRY_DELAYS and each attempt's ANALYSIS_TIMEOUT), so a job still retrying is
+# not asked for twice.
+ANALYSIS_STALE_SECONDS = 1800
+ANALYSIS_SWEEP_BATCH = 200
 
 # A worker serving only the webhooks queue lowers its CPU priority by this much (nice), so on
 # a busy machine the web processes and the functions worker, on which a caller waits, run

@@ -516,9 +516,15 @@ def test_the_analysis_migration_gives_kept_agents_the_default_plan_and_rolls_bac
         [(plan,)] = database.execute_sql("SELECT analysis_plan FROM agent").fetchall()
         assert json.loads(plan) == {"summary": True, "fields": []}
         columns = {column.name for column in database.get_columns("call")}
-        assert {"analysis", "analysis_status", "successful", "analysis_cost_idr"} <= columns
+        assert {
+            "analysis",
+            "analysis_status",
+            "successful",
+            "analysis_cost_idr",
+            "analysis_requested_at",
+        } <= columns
         db.migration_router(database).rollback()  # 022
         columns = {column.name for column in database.get_columns("call")}
-        assert not {"analysis", "analysis_status", "successful"} & columns
+        assert not {"analysis", "analysis_status", "successful", "analysis_requested_at"} & columns
         assert "analysis_plan" not in {c.name for c in database.get_columns("agent_version")}
         assert "analysis_plan" not in {c.name for c in database.get_columns("agent")}

@@ -293,6 +293,7 @@ def test_successful_filter(client, headers, runtime_headers, agent_id, did, fake
     for value, expected in (("true", [yes]), ("false", [no])):
         listed = client.get(f"/api/v1/calls?successful={value}", headers=headers).json
         assert [call["id"] for call in listed["calls"]] == expected
+        assert [call["successful"] for call in listed["calls"]] == [value == "true"]
         assert listed["pagination"]["total"] == 1
 
 

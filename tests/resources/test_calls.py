@@ -27,6 +27,7 @@ LIST_FIELDS = {
     "aiCostIdr": int,
     "metadata": dict,
     "agentVersion": int,
+    "successful": type(None),  # the verdict of a done analysis; this call is not analysed
 }
 DETAIL_FIELDS = {
     **LIST_FIELDS,

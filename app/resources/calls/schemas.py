@@ -133,6 +133,15 @@ class CallSchema(Schema):
             "versions."
         },
     )
+    successful = fields.Boolean(
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "The verdict of its post-call analysis: whether the call reached "
+            "its goal (the plan's successCriteria); null until an analysis is done, and for a "
+            "call not analysed. GET /calls?successful= filters by it."
+        },
+    )
 
 
 class CostBreakdownRecordSchema(Schema):

@@ -9,12 +9,21 @@ to RQ's schedule for ANALYSIS_BUSY_DELAY seconds, freeing its worker for other t
 A timeout, a 429, a 5xx or an answer that is not JSON is tried again after each of
 ANALYSIS_RETRY_DELAYS; an answer that does not fit the plan fails at once. The analysis never
 touches the call's billing: its cost is a figure of its own (analysisCostIdr in usage).
+
+Each request of an analysis (the call's end, POST /calls/:id/analyze, the sweep) stamps the
+call with its time, analysis_requested_at, and its job carries that time: a job stores its
+result only while the call still holds it (one conditional UPDATE), so a run overtaken by a
+later request drops its answer and emits nothing, and of two jobs of one request only one
+stores. A job lost with Redis, or with a worker that died mid-job, leaves the call pending:
+the sweep (requeue_stale) asks again for the analyses pending longer than
+ANALYSIS_STALE_SECONDS, far beyond the retries' backoff, the tenants' in turn.
 """
 
 import json
 import logging
 import math
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, cast
 
 import peewee as pw
 from flask import current_app
@@ -68,9 +77,32 @@ def shown(call: Call) -> dict[str, Any] | None:
     job has not reached yet, None for a call that is not analysed."""
     if call.analysis is not None:
         return call.analysis
-    if call.ended_at is not None and call.turns_count:
+    if call.analysis_status == "pending":
         return result("pending")
     return None
+
+
+def token(requested_at: datetime) -> str:
+    """A request's time as its jobs carry it."""
+    return requested_at.isoformat()
+
+
+def _next_request(now: datetime, before: datetime | None) -> datetime:
+    """The time of a new request: now, or just after the one it replaces (never equal)."""
+    if before is not None and now <= before:
+        return before + timedelta(microseconds=1)
+    return now
+
+
+def end_values(now: datetime) -> dict[str, Any]:
+    """What a call's end sets for its analysis, in the end's own UPDATE (no statement of its
+    own): a call with turns is pending, requested at now."""
+    has_turns = Call.turns_count > 0
+    stamp = pw.Value(now, converter=Call.analysis_requested_at.db_value)
+    return {
+        "analysis_status": pw.Case(None, [(has_turns, "pending")], None),
+        "analysis_requested_at": pw.Case(None, [(has_turns, stamp)], None),
+    }
 
 
 def plan_of(call: Call, version: int | None) -> dict[str, Any]:
@@ -212,24 +244,43 @@ def tenant_places(config: Any) -> int:
     return max(1, int(config["ANALYSIS_WORKERS"] * config["ANALYSIS_TENANT_SHARE"]))
 
 
+def _is_latest(call: Call, requested: str | None) -> bool:
+    """Whether the request a job carries is still the call's latest, pending (a job enqueued
+    without one is taken as latest)."""
+    if requested is None:
+        return True
+    return call.analysis_status == "pending" and (
+        call.analysis_requested_at == datetime.fromisoformat(requested)
+    )
+
+
 def run(
-    *, call_id: str, attempt: int = 1, spent_idr: float = 0.0, plan_version: int | None = None
+    *,
+    call_id: str,
+    attempt: int = 1,
+    spent_idr: float = 0.0,
+    plan_version: int | None = None,
+    requested: str | None = None,
 ) -> str:
     """Analyse an ended call with turns (the job) with the plan of plan_version of its agent
-    (None: the version that answered it); what happened: skipped, not_configured, busy
-    (scheduled again), retrying, done or failed."""
+    (None: the version that answered it), for the request made at `requested`; what
+    happened: skipped, superseded (a later request was made, or this one is stored already),
+    not_configured, busy (scheduled again), retrying, done or failed."""
     call = Call.get_or_none(Call.id == call_id)
     if call is None or call.ended_at is None or not call.turns_count:
         return "skipped"
+    if not _is_latest(call, requested):
+        return "superseded"
     config = current_app.config
     if not config.get("GEMINI_API_KEY"):
-        store(call, result("not_configured"))
-        return "not_configured"
+        stored = store(call, result("not_configured"), requested)
+        return "not_configured" if stored else "superseded"
     group, member = f"analysis:{call.tenant_id}", new_id("an")
     seconds = float(config["ANALYSIS_TIMEOUT"]) + 5
+    again = (call_id, attempt, spent_idr, plan_version, requested)
     if not queue.take_place(group, member, places=tenant_places(config), seconds=seconds):
         delay = float(config["ANALYSIS_BUSY_DELAY"])
-        queue.enqueue_in(QUEUE, JOB, call_id, attempt, spent_idr, plan_version, delay=delay)
+        queue.enqueue_in(QUEUE, JOB, *again, delay=delay)
         return "busy"
     version = plan_version or call.agent_version
     plan = plan_of(call, version)
@@ -242,7 +293,14 @@ def run(
     if outcome.reason and outcome.retry and attempt <= len(delays):
         log.info("analysis of %s: attempt %d failed (%s)", call_id, attempt, outcome.reason)
         queue.enqueue_in(
-            QUEUE, JOB, call_id, attempt + 1, spent_idr, plan_version, delay=delays[attempt - 1]
+            QUEUE,
+            JOB,
+            call_id,
+            attempt + 1,
+            spent_idr,
+            plan_version,
+            requested,
+            delay=delays[attempt - 1],
         )
         return "retrying"
     common = {
@@ -257,12 +315,12 @@ def run(
         except analysis.AnswerInvalid as exc:
             outcome.reason = str(exc)
         else:
-            store(call, result("done", **found, **common))
-            return "done"
+            stored = store(call, result("done", **found, **common), requested)
+            return "done" if stored else "superseded"
     if attempt > 1 and outcome.retry:
         outcome.reason = f"{outcome.reason} ({attempt} attempts)"
-    store(call, result("failed", reason=(outcome.reason or "")[:REASON_LENGTH], **common))
-    return "failed"
+    failed = result("failed", reason=(outcome.reason or "")[:REASON_LENGTH], **common)
+    return "failed" if store(call, failed, requested) else "superseded"
 
 
 def analyzed_data(call: Call, shown: dict[str, Any]) -> dict[str, Any]:
@@ -275,9 +333,11 @@ def analyzed_data(call: Call, shown: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def store(call: Call, shown: dict[str, Any]) -> None:
+def store(call: Call, shown: dict[str, Any], requested: str | None = None) -> bool:
     """Keep the analysis on the call, with call.analyzed when it was done or failed, in one
-    transaction; a summary fills transcriptSummary when the runtime gave none."""
+    transaction, if the request made at `requested` is still the call's latest and pending
+    (one conditional UPDATE); a summary fills transcriptSummary when the runtime gave none.
+    Whether it was kept: a stale run's answer is dropped and emits nothing."""
     values: dict[Any, Any] = {
         Call.analysis: shown,
         Call.analysis_status: shown["status"],
@@ -286,18 +346,26 @@ def store(call: Call, shown: dict[str, Any]) -> None:
     }
     if shown["summary"]:
         values[Call.transcript_summary] = pw.fn.COALESCE(Call.transcript_summary, shown["summary"])
+    latest = Call.id == call.id
+    if requested is not None:
+        latest &= (Call.analysis_status == "pending") & (
+            Call.analysis_requested_at == datetime.fromisoformat(requested)
+        )
     with unit_of_work():
-        Call.update(values).where(Call.id == call.id).execute()
+        if not Call.update(values).where(latest).execute():
+            return False
         if shown["status"] in ("done", "failed"):
             events.emit(
                 tenant_id=call.tenant_id, type="call.analyzed", data=analyzed_data(call, shown)
             )
+    return True
 
 
 def after_end(call: Call) -> None:
-    """Analyse a call that just ended, if it has turns: its job, enqueued after commit."""
-    if call.turns_count:
-        queue.defer(QUEUE, JOB, call.id)
+    """Analyse a call that just ended, if it has turns (its end made it pending, end_values):
+    its job, enqueued after commit."""
+    if call.analysis_status == "pending" and call.analysis_requested_at is not None:
+        queue.defer(QUEUE, JOB, call.id, 1, 0.0, None, token(call.analysis_requested_at))
 
 
 def reanalyze(*, tenant: Tenant, actor: Actor, call_id: str) -> Call:
@@ -319,12 +387,16 @@ def reanalyze(*, tenant: Tenant, actor: Actor, call_id: str) -> Call:
                 code="no_transcript",
                 details={"turns": 0},
             )
-        call.analysis = result("pending")
-        call.analysis_status = "pending"
-        Call.update(analysis=call.analysis, analysis_status="pending").where(
-            Call.id == call.id
-        ).execute()
         latest = Agent.select(Agent.version).where(Agent.id == call.agent_id).scalar()
+        call.analysis = result("pending", planVersion=latest)
+        call.analysis_status = "pending"
+        call.analysis_requested_at = _next_request(utcnow(), call.analysis_requested_at)
+        # The previous request's jobs, still running or retrying, no longer store (store).
+        Call.update(
+            analysis=call.analysis,
+            analysis_status="pending",
+            analysis_requested_at=call.analysis_requested_at,
+        ).where(Call.id == call.id).execute()
         audit.write(
             actor,
             tenant_id=tenant.id,
@@ -332,5 +404,67 @@ def reanalyze(*, tenant: Tenant, actor: Actor, call_id: str) -> Call:
             target_id=call.id,
             details={"planVersion": latest},
         )
-        queue.defer(QUEUE, JOB, call.id, 1, 0.0, latest)
+        queue.defer(QUEUE, JOB, call.id, 1, 0.0, latest, token(call.analysis_requested_at))
     return call
+
+
+def _stale(cutoff: datetime, limit: int) -> list[tuple[str, datetime, Any]]:
+    """Up to limit analyses pending since before cutoff (the index on analysis_status,
+    analysis_requested_at finds them): each tenant's oldest before any tenant's second, and
+    so on; their call id, request time and stored analysis."""
+    stale = (Call.analysis_status == "pending") & (Call.analysis_requested_at < cutoff)
+    order = [Call.analysis_requested_at, Call.id]
+    turn = pw.fn.ROW_NUMBER().over(partition_by=[Call.tenant], order_by=order)
+    ranked = Call.select(
+        Call.id, Call.analysis_requested_at, Call.analysis, turn.alias("turn")
+    ).where(stale)
+    rows = (
+        pw.Select(
+            from_list=[ranked.alias("stale")],
+            columns=[pw.SQL("id"), pw.SQL("analysis_requested_at"), pw.SQL("analysis")],
+        )
+        .order_by(*(pw.SQL(name) for name in ("turn", "analysis_requested_at", "id")))
+        .limit(limit)
+        .bind(Call._meta.database)
+        .tuples()
+    )
+    return [
+        (
+            call_id,
+            Call.analysis_requested_at.python_value(requested_at),
+            Call.analysis.python_value(stored),
+        )
+        for call_id, requested_at, stored in cast(list[tuple[str, Any, Any]], list(rows))
+    ]
+
+
+def requeue_stale(*, now: datetime | None = None) -> int:
+    """The sweep: ask again for the analyses pending longer than ANALYSIS_STALE_SECONDS (a
+    job lost with Redis or with its worker), at most ANALYSIS_SWEEP_BATCH a run, the
+    tenants' in turn; how many were enqueued. Each is requested anew (so the lost job, if it
+    ever runs, stores nothing), and put back as it was when Redis takes no job."""
+    now = now or utcnow()
+    config = current_app.config
+    cutoff = now - timedelta(seconds=float(config["ANALYSIS_STALE_SECONDS"]))
+    enqueued = 0
+    for call_id, before, stored in _stale(cutoff, int(config["ANALYSIS_SWEEP_BATCH"])):
+        requested_at = _next_request(now, before)
+        mine = (
+            (Call.id == call_id)
+            & (Call.analysis_status == "pending")
+            & (Call.analysis_requested_at == before)
+        )
+        # Conditional: of a sweep and a request made meanwhile, the later request wins.
+        if not Call.update(analysis_requested_at=requested_at).where(mine).execute():
+            continue
+        plan_version = (stored or {}).get("planVersion")
+        args = (call_id, 1, 0.0, plan_version, token(requested_at))
+        if queue.enqueue(QUEUE, JOB, *args):
+            enqueued += 1
+            continue
+        Call.update(analysis_requested_at=before).where(
+            (Call.id == call_id) & (Call.analysis_requested_at == requested_at)
+        ).execute()
+    if enqueued:
+        log.info("analysis sweep: %d lost analyses asked for again", enqueued)
+    return enqueued

@@ -78,6 +78,7 @@ LIST_COLUMNS = (
     Call.metadata,
     Call.billed_minutes,
     Call.agent_version,
+    Call.successful,
 )
 
 

@@ -243,6 +243,7 @@ def end_call(
             recording_url=recording_url,
             reservation_expires_at=None,  # the hold is released below
             **costs,
+            **call_analysis.end_values(now),
         )
         if metadata or ended_at:
             known = _runtime_call(call_id)
