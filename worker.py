@@ -9,8 +9,10 @@ function calls at once and never wait behind deliveries or function tests (the
 function_tests queue, served by FUNCTION_TEST_WORKERS beside them), and WEBHOOK_WORKERS send
 that many deliveries at once, so one slow receiver does not hold up the others; beside them
 WEBHOOK_SLOW_WORKERS serve the slow lane (webhooks_slow), where a webhook whose attempts
-time out is sent until it answers in time again, and WHATSAPP_WORKERS the whatsapp queue
-(campaign contacts' call permission checks and requests to Meta). The main process
+time out is sent until it answers in time again, WHATSAPP_WORKERS the whatsapp queue
+(campaign contacts' call permission checks and requests to Meta), and ANALYSIS_WORKERS the
+analysis queue (post-call analyses; their RQ scheduler brings back the ones scheduled for
+later: retries, and a tenant's analyses beyond its share). The main process
 builds the app once, starts a process per pool and, when it serves webhooks, sweeps due
 deliveries every SWEEP_INTERVAL seconds. SIGTERM or SIGINT stops it once the jobs in hand
 are done.
@@ -42,6 +44,7 @@ POOLS = {
         ("webhooks", "WEBHOOK_WORKERS"),
         ("webhooks_slow", "WEBHOOK_SLOW_WORKERS"),
         ("whatsapp", "WHATSAPP_WORKERS"),
+        ("analysis", "ANALYSIS_WORKERS"),
     ),
 }
 

@@ -54,6 +54,24 @@ WHATSAPP_GRAPH_TIMEOUT = 10.0
 # so that a tenant whose requests Meta answers slowly holds up no other tenant's.
 WHATSAPP_GRAPH_TENANT_PLACES = 2
 
+# Post-call analysis (DESIGN.md section 17): after a call with turns ends, one structured-output
+# request to Gemini's generateContent at GEMINI_API_URL (an operator's setting: tests point it
+# at a stand-in on 127.0.0.1) with ANALYSIS_MODEL. Unset GEMINI_API_KEY: no request, and each
+# call's analysis is not_configured. A request gets ANALYSIS_CONNECT_TIMEOUT seconds to connect
+# and ANALYSIS_TIMEOUT seconds in all, on the wall clock; a timeout, a 429, a 5xx or an answer
+# that is not JSON is tried again after each of ANALYSIS_RETRY_DELAYS (seconds), then the
+# analysis is failed. Its cost, recorded in IDR from the answer's token counts at these prices
+# per million tokens (Gemini 2.5 Flash's list price at about IDR 16,500 to the dollar), is
+# never billed to the tenant.
+GEMINI_API_KEY = None
+GEMINI_API_URL = "https://generativelanguage.googleapis.com"
+ANALYSIS_MODEL = "gemini-2.5-flash"
+ANALYSIS_CONNECT_TIMEOUT = 3.0
+ANALYSIS_TIMEOUT = 30.0
+ANALYSIS_RETRY_DELAYS = (10, 60, 300)
+ANALYSIS_INPUT_IDR_PER_MILLION_TOKENS = 4950
+ANALYSIS_OUTPUT_IDR_PER_MILLION_TOKENS = 41250
+
 # flask maintenance prune deletes delivery attempts and finished events older than this.
 RETENTION_DAYS = 30
 
@@ -113,6 +131,20 @@ WEBHOOK_SLOW_WORKERS = 2
 # them, never all (its jobs beyond its places are answered whatsapp_busy at once and retried
 # at the contact's next recheck).
 WHATSAPP_WORKERS = 3
+# RQ workers of a worker.py serving webhooks for the analysis queue (post-call analyses, each a
+# request to Gemini). One tenant's analyses take at most ANALYSIS_TENANT_SHARE of them at once
+# (at least one); its others wait in Redis's schedule, ANALYSIS_BUSY_DELAY seconds at a time,
+# so a burst of one tenant's calls never delays another tenant's analyses.
+ANALYSIS_WORKERS = 2
+ANALYSIS_TENANT_SHARE = 0.5
+ANALYSIS_BUSY_DELAY = 2.0
+# An analysis still pending this many seconds after it was asked for lost its job (Redis was
+# down when the call ended, or its worker died): the sweep asks for it again, at most
+# ANALYSIS_SWEEP_BATCH a sweep, the tenants' in turn. Far above the retries' backoff
+# (ANALYSIS_RETRY_DELAYS and each attempt's ANALYSIS_TIMEOUT), so a job still retrying is
+# not asked for twice.
+ANALYSIS_STALE_SECONDS = 1800
+ANALYSIS_SWEEP_BATCH = 200
 
 # A worker serving only the webhooks queue lowers its CPU priority by this much (nice), so on
 # a busy machine the web processes and the functions worker, on which a caller waits, run

@@ -9,6 +9,7 @@ from typing import Any
 
 from app.db import database
 from app.services import campaign_permissions, campaigns, function_calls, function_tests
+from app.services.calls import analysis as call_analysis
 from app.services.calls import lifecycle as call_lifecycle
 from app.services.deliveries import attempt as delivery_attempt
 from app.services.deliveries import dispatch as delivery_dispatch
@@ -52,8 +53,8 @@ def seek_call_permission(contact_id: str) -> str:
 
 def sweep() -> int:
     """The periodic upkeep: dispatch every due delivery that no job holds (how many were
-    dispatched), release the credit holds of calls that never ended, and place the calls of
-    the campaigns' due contacts.
+    dispatched), release the credit holds of calls that never ended, place the calls of
+    the campaigns' due contacts, and ask again for the analyses whose jobs were lost.
 
     Deliveries first, so a failure of the others (it is raised) never keeps them waiting.
     """
@@ -61,4 +62,24 @@ def sweep() -> int:
         enqueued = delivery_sweeper.sweep()
         call_lifecycle.release_lapsed_holds()
         campaigns.place_due()
+        call_analysis.requeue_stale()
         return enqueued
+
+
+def analyze_call(
+    call_id: str,
+    attempt: int = 1,
+    spent_idr: float = 0.0,
+    plan_version: int | None = None,
+    requested: str | None = None,
+) -> str:
+    """Analyse an ended call with Gemini for the request made at `requested`, or schedule it
+    again (busy, retrying); what happened."""
+    with database.connection_context():
+        return call_analysis.run(
+            call_id=call_id,
+            attempt=attempt,
+            spent_idr=spent_idr,
+            plan_version=plan_version,
+            requested=requested,
+        )

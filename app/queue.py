@@ -5,14 +5,17 @@ enqueues it once that transaction commits (peewee's after_commit), so a job neve
 uncommitted rows and a rolled-back change sends nothing. The database row stays the truth;
 a lost enqueue is picked up again by the delivery sweeper.
 
-Five RQ queues: `functions` (a caller waits on the line for each job's return value),
+Six RQ queues: `functions` (a caller waits on the line for each job's return value),
 `function_tests` (the same for function tests, served apart so that they never hold up a
-call), `webhooks` and `webhooks_slow` (the slow lane of deliveries), and `whatsapp` (campaign
-contacts' call permission checks and requests to Meta). Inline mode (no Redis)
-runs the same job functions in the process that enqueues them: a delivery's job enqueued
-during an HTTP request goes to one background thread
-of the web process, so the response never waits on a slow receiver, and that thread also
-sweeps, which is how retries happen; anything else runs at once in the calling thread.
+call), `webhooks` and `webhooks_slow` (the slow lane of deliveries), `whatsapp` (campaign
+contacts' call permission checks and requests to Meta) and `analysis` (post-call analyses,
+each a request to Gemini). Inline mode (no Redis) runs the same job functions in the process
+that enqueues them: a delivery's or an analysis' job enqueued during an HTTP request goes to
+one background thread of the web process, so the response never waits on a slow receiver,
+and that thread also sweeps, which is how retries happen; anything else runs at once in the
+calling thread. A job enqueued for later (enqueue_in) waits in RQ's schedule, which the
+workers' scheduler moves to its queue when due; inline, on a timer that hands it to the
+background thread.
 
 Work that needs no worker but must not hold up a response (dispatching a function call's
 deliveries) runs in the web process once the response is sent (after_response).
@@ -27,6 +30,7 @@ import queue as stdlib_queue
 import threading
 import time
 from collections.abc import Mapping
+from datetime import timedelta
 from functools import partial
 from typing import Any
 
@@ -54,8 +58,12 @@ JOB_OPTIONS: dict[str, dict[str, Any]] = {
     # Call permission checks and requests of campaign contacts (Graph requests, each within
     # WHATSAPP_GRAPH_TIMEOUT).
     "whatsapp": {"timeout": 60, "result_ttl": 10, "failure_ttl": 24 * 3600},
+    # Post-call analyses (a Gemini request each, within ANALYSIS_TIMEOUT).
+    "analysis": {"timeout": 90, "result_ttl": 10, "failure_ttl": 24 * 3600},
 }
 WEBHOOK_QUEUES = ("webhooks", "webhooks_slow")  # the fast lane and the slow one
+# The queues whose jobs inline mode runs in its background thread, not in the request.
+BACKGROUND_QUEUES = (*WEBHOOK_QUEUES, "analysis")
 RESULT_POLL_S = 0.005
 ENQUEUE_BATCH = 1000  # jobs per Redis pipeline in enqueue_many
 SWEEP = "app.jobs.sweep"
@@ -183,7 +191,7 @@ def enqueue(queue_name: str, func: str, *args: Any, job_id: str | None = None) -
     if inline():
         # The web process's background thread, started by the request (init_app).
         background = current_app.extensions.get("inline_worker") if has_request_context() else None
-        if queue_name in WEBHOOK_QUEUES and background is not None:
+        if queue_name in BACKGROUND_QUEUES and background is not None:
             background.submit(func, args)
         else:
             run_inline(func, *args)
@@ -194,6 +202,34 @@ def enqueue(queue_name: str, func: str, *args: Any, job_id: str | None = None) -
         log.warning("could not enqueue %s on %s (%s)", func, queue_name, exc)
         return False
     return True
+
+
+def enqueue_in(queue_name: str, func: str, *args: Any, delay: float) -> bool:
+    """Send a job to its RQ queue in delay seconds (RQ's schedule, moved to the queue by the
+    workers' scheduler), or, in inline mode, hand it to the background thread then; False
+    when Redis is unreachable."""
+    if inline():
+        worker = inline_worker(current_app._get_current_object())  # type: ignore[attr-defined]
+        timer = threading.Timer(delay, worker.submit, (func, args))
+        timer.daemon = True
+        timer.start()
+        return True
+    try:
+        rq_queue(queue_name).enqueue_in(
+            timedelta(seconds=delay), func, *args, **_rq_options(queue_name)
+        )
+    except RedisError as exc:
+        log.warning("could not schedule %s on %s (%s)", func, queue_name, exc)
+        return False
+    return True
+
+
+def _rq_options(queue_name: str) -> dict[str, Any]:
+    """job_options as Queue.enqueue takes them (job_timeout, not timeout)."""
+    options = dict(job_options(queue_name))
+    if "timeout" in options:
+        options["job_timeout"] = options.pop("timeout")
+    return options
 
 
 def after_response(queue_name: str, func: str, *args: Any) -> None:

@@ -13,6 +13,7 @@ from app import create_app, db, queue
 from app.models import ALL_MODELS
 from app.services import keys as key_service
 from app.services import tenants as tenant_service
+from tests.fake_gemini import FakeGemini
 from tests.fake_graph import FakeGraph
 from tests.helpers import ACTOR
 
@@ -84,7 +85,7 @@ def fresh_database_url(template, tmp_path) -> str:
 
 
 @pytest.fixture
-def app_config(database_template, tmp_path, graph_server):
+def app_config(database_template, tmp_path, graph_server, gemini_server):
     return {
         "TESTING": True,
         "DATABASE_URL": fresh_database_url(database_template, tmp_path),
@@ -96,6 +97,11 @@ def app_config(database_template, tmp_path, graph_server):
         "SECRETS_KEY": TEST_SECRETS_KEY,
         # Meta's Graph API: the tests' stand-in on 127.0.0.1, never Meta.
         "WHATSAPP_GRAPH_URL": graph_server.url,
+        # Gemini: the tests' stand-in on 127.0.0.1, never Google. No key: calls are not
+        # analysed (not_configured) unless a test gives one (tests/fake_gemini.API_KEY).
+        "GEMINI_API_URL": gemini_server.url,
+        "ANALYSIS_RETRY_DELAYS": (0.05, 0.05),
+        "ANALYSIS_BUSY_DELAY": 0.05,
     }
 
 
@@ -103,6 +109,20 @@ def app_config(database_template, tmp_path, graph_server):
 def graph_server():
     with FakeGraph() as graph:
         yield graph
+
+
+@pytest.fixture(scope="session")
+def gemini_server():
+    with FakeGemini() as gemini:
+        yield gemini
+
+
+@pytest.fixture
+def fake_gemini(gemini_server):
+    """The Gemini stand-in every app of the tests points at, emptied for this test."""
+    gemini_server.reset()
+    yield gemini_server
+    gemini_server.reset()
 
 
 @pytest.fixture

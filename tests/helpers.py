@@ -94,6 +94,21 @@ EVENT_DATA = {
         "counts": {"total": 2, "pending": 0, "inProgress": 0, "completed": 1, "failed": 1},
         "completedAt": "2026-11-21T17:00:00.000Z",
     },
+    "call.analyzed": {
+        "callId": "call_1",
+        "agentId": "agent_1",
+        "agentVersion": 3,
+        "status": "done",
+        "summary": "Booked a check-up for Monday.",
+        "successful": True,
+        "successReason": "A check-up was booked.",
+        "fields": {"interest": "high", "budget": 1500000, "callback": False},
+        "planVersion": 3,
+        "model": "gemini-2.5-flash",
+        "analyzedAt": "2026-11-21T09:16:05.001Z",
+        "costIdr": 3,
+        "reason": None,
+    },
 }
 
 

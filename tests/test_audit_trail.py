@@ -16,7 +16,7 @@ from typing import Any
 import click
 import pytest
 
-from app.models import AuditEntry
+from app.models import AuditEntry, Call
 from app.services import agents as agent_service
 from app.services import billing
 from app.services import campaigns as campaign_service
@@ -27,6 +27,7 @@ from app.services import users as user_service
 from app.services import webhooks as webhook_service
 from app.services.calls import outbound as outbound_calls
 from app.services.whatsapp import accounts as whatsapp_accounts
+from app.util import utcnow
 from tests.dashboard.conftest import PASSWORD, PerRequestContextClient, csrf_token, sign_in
 from tests.fake_graph import number as listed_number
 from tests.helpers import ACTOR
@@ -126,6 +127,13 @@ def use_whatsapp_number(world: World) -> None:
     world.ids["number_id"] = whatsapp_number(world.tenant).id
 
 
+def end_with_turns(world: World) -> None:
+    """The call has ended with a transcript: it may be analysed."""
+    Call.update(status="ended", ended_at=utcnow(), turns_count=2).where(
+        Call.id == world.ids["call_id"]
+    ).execute()
+
+
 @dataclass(frozen=True)
 class Change:
     """A request that changes something, and the action of the one entry it writes."""
@@ -147,6 +155,9 @@ API = {
         "call.placed", {"phoneNumberId": "{number_id}", "to": "+6281311113333"}
     ),
     ("POST", "/api/v1/calls/<call_id>/cancel"): Change("call.canceled"),
+    ("POST", "/api/v1/calls/<call_id>/analyze"): Change(
+        "call.analysis_requested", prepare=end_with_turns
+    ),
     ("POST", "/api/v1/campaigns"): Change(
         "campaign.created",
         {"name": "Follow-up", "phoneNumberId": "{number_id}", "contacts": [{"to": CALLEE}]},
@@ -223,6 +234,8 @@ DASHBOARD = {
     "/dashboard/agents/<agent_id>": Change("agent.updated", {"name": "Front desk"}),
     "/dashboard/agents/<agent_id>/prompt": Change("agent.updated", {"systemPrompt": "Hello."}),
     "/dashboard/agents/<agent_id>/tools": Change("agent.updated", {"toolsEnabled": "end_call"}),
+    "/dashboard/agents/<agent_id>/analysis": Change("agent.updated", {"summary": "false"}),
+    "/dashboard/calls/<call_id>/analyze": Change("call.analysis_requested", prepare=end_with_turns),
     "/dashboard/agents/<agent_id>/delete": Change("agent.deleted"),
     "/dashboard/phone-numbers/<number_id>/call-permission-requests": Change(
         "call_permission.requested", {"to": CALLEE}, prepare=use_whatsapp_number

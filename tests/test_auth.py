@@ -117,6 +117,7 @@ WRITES = [
     ("POST", "/agents/{agent}/versions/1/restore", None),
     ("POST", "/calls", {"phoneNumberId": "pn_00000000000000000000", "to": "+6281300000001"}),
     ("POST", "/calls/call_00000000000000000000/cancel", None),
+    ("POST", "/calls/call_00000000000000000000/analyze", None),
     ("POST", "/campaigns", {"name": "Reminders"}),
     ("POST", "/campaigns/cmp_00000000000000000000/pause", None),
     ("POST", "/campaigns/cmp_00000000000000000000/resume", None),

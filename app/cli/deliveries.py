@@ -16,7 +16,8 @@ deliveries_cli = AppGroup("deliveries", help="Inspect, sweep and retry webhook d
 @user_errors
 def deliveries_sweep() -> None:
     """Enqueue every due delivery that no job holds, release the credit holds of calls that
-    never ended and place the campaigns' due calls (the worker does this every few seconds)."""
+    never ended, place the campaigns' due calls and ask again for the post-call analyses
+    whose jobs were lost (the worker does this every few seconds)."""
     count = jobs.sweep()
     click.echo(f"Enqueued {count} due deliveries.")
 

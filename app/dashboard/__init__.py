@@ -301,6 +301,7 @@ def init_app(app) -> None:
     csrf.init_app(app)
     from app.dashboard import (  # noqa: F401  (views register on bp)
         agents,
+        analysis,
         auth,
         call_permissions,
         calls,

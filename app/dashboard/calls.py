@@ -10,6 +10,7 @@ from app.services import agents as agent_service
 from app.services import events as event_service
 from app.services import function_calls as function_call_service
 from app.services import phone_numbers as number_service
+from app.services.calls import analysis as call_analysis
 from app.services.calls import constants as call_constants
 from app.services.calls import history as call_history
 
@@ -31,6 +32,7 @@ FILTERS = (
     "phoneNumberId",
     "direction",
     "callerNumber",
+    "successful",
 )
 
 
@@ -67,6 +69,7 @@ def call(call_id):
         agent_name=agents.get(found.agent_id),
         number=numbers.get(found.phone_number_id),
         turns=call_history.get_transcript(tenant=g.tenant, call_id=found.id).turns,
+        analysis=call_analysis.shown(found),
         cost_labels=COST_LABELS,
         events=event_service.for_call(tenant=g.tenant, call_id=found.id),
         function_calls=function_call_service.list_for_call(tenant=g.tenant, call_id=found.id),

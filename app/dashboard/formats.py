@@ -1,7 +1,7 @@
 """How the dashboard's pages show times, durations, JSON and links to pages that may not exist."""
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from flask import current_app, url_for
@@ -14,6 +14,19 @@ from app.services.pages import COUNT_LIMIT, Page
 def utc(value: datetime | None, empty: str = "") -> str:
     """A stored (naive UTC) time as 2026-11-21 09:15:02; empty (a text) for None."""
     return empty if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+@bp.app_template_filter("iso_utc")
+def iso_utc(value: str | None) -> str:
+    """An API timestamp (2026-11-21T09:15:02.120Z) as the pages show times: 2026-11-21
+    09:15:02; empty for None, and as it is when it is not one."""
+    if not value:
+        return ""
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return value
+    return parsed.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 @bp.app_template_filter("seconds")

@@ -38,6 +38,7 @@ CHANGE_LABELS = {
     "toolsEnabled": "tools",
     "escalationNumber": "escalation number",
     "functions": "functions",
+    "analysisPlan": "analysis plan",
 }
 
 

@@ -9,6 +9,13 @@ from app.models.fields import JSONField, id_field
 from app.models.tenants import Tenant
 from app.util import utcnow
 
+# An agent's analysis plan when none was given: a summary only (app.services.analysis).
+PLAN_SQL = '{"summary":true,"fields":[]}'
+
+
+def default_plan() -> dict[str, Any]:
+    return {"summary": True, "fields": []}
+
 
 class Agent(BaseModel):
     id = id_field()
@@ -28,6 +35,8 @@ class Agent(BaseModel):
     # The latest of its versions (AgentVersion), whose snapshot is what the fields above and
     # its live functions hold now; the database has the default too (migration 017).
     version = pw.IntegerField(default=1, constraints=[pw.SQL("DEFAULT 1")])
+    # What the analysis of its calls asks for (app.services.analysis; migration 022).
+    analysis_plan = JSONField(default=default_plan, constraints=[pw.SQL(f"DEFAULT '{PLAN_SQL}'")])
 
     class Meta:
         indexes = ((("tenant", "deleted_at", "created_at"), False),)
@@ -50,6 +59,7 @@ class AgentVersion(BaseModel):
     # The digests of its functions' definitions (FunctionDefinition), by name: an unchanged
     # definition is stored once per agent, not again in every version (migration 020).
     function_digests = JSONField(column_name="functions")
+    analysis_plan = JSONField(default=default_plan, constraints=[pw.SQL(f"DEFAULT '{PLAN_SQL}'")])
     changes = JSONField()  # the API names of what differs from the version before
     actor_type = pw.CharField(max_length=8)  # as an AuditEntry's
     actor_id = pw.CharField(max_length=32, null=True)

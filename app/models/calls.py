@@ -60,6 +60,16 @@ class Call(BaseModel):
     queued_at = pw.DateTimeField(null=True)
     campaign = pw.ForeignKeyField(Campaign, null=True, on_delete="SET NULL")
     contact = pw.ForeignKeyField(CampaignContact, null=True, on_delete="SET NULL")
+    # Its post-call analysis (app.services.analysis, migration 022): the result as the API
+    # shows it, its status (done, failed, not_configured, pending), the verdict (None until
+    # an analysis is done) and what the analysis request cost, in IDR (never billed); when the
+    # latest analysis was asked for: a job stores its result only while it still holds that
+    # time, and the sweep asks again for one pending too long.
+    analysis = JSONField(null=True)
+    analysis_status = pw.CharField(max_length=16, null=True)
+    successful = pw.BooleanField(null=True)
+    analysis_cost_idr = pw.BigIntegerField(null=True)
+    analysis_requested_at = pw.DateTimeField(null=True)
 
     @property
     def cost_breakdown(self) -> dict[str, int | None] | None:
@@ -84,6 +94,9 @@ class Call(BaseModel):
             (("tenant", "direction", "started_at", "id"), False),
             (("tenant", "caller_number", "started_at", "id"), False),
             (("tenant", "agent", "agent_version", "started_at", "id"), False),
+            (("tenant", "successful", "started_at", "id"), False),
+            # The sweep: the analyses pending since before a bound (their jobs lost).
+            (("analysis_status", "analysis_requested_at"), False),
             # Dispatch: the queued calls, oldest first.
             (("status", "queued_at", "id"), False),
             # A campaign's queued calls (canceled with it); a contact's calls.

@@ -28,6 +28,7 @@ EVENT_TYPES = (
     "credits.low",
     "function.called",
     "campaign.completed",
+    "call.analyzed",
 )
 # Sent to one webhook by POST /webhooks/:id/test; in the log too, never subscribed to.
 TEST_EVENT = "webhook.test"

@@ -22,6 +22,7 @@ CALL_FIELDS = (
     "max_call_duration_minutes",
     "tools_enabled",
     "escalation_number",
+    "analysis_plan",
 )
 # A function's definition as a version keeps it (its name besides).
 DEFINITION_FIELDS = ("description", "endpoint", "method", "parameters", "timeout_ms")

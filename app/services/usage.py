@@ -39,6 +39,7 @@ class Usage:
     billed_minutes: int
     ai_cost_idr: int
     cost_breakdown: dict[str, int]
+    analysis_cost_idr: int  # post-call analyses' requests: never billed, not in ai_cost_idr
     days: list[UsageDay] = field(default_factory=list)
 
 
@@ -73,7 +74,7 @@ def usage(*, tenant: Tenant, from_: date | None = None, to: date | None = None) 
 
     One grouped query over the (tenant, started_at) index range. A call's AI cost that the
     runtime reported without a breakdown counts as other, so the components add up to
-    aiCostIdr.
+    aiCostIdr; the post-call analyses' cost is a line of its own.
     """
     from_, to = _range(from_, to)
     day = pw.fn.date(Call.started_at).python_value(pw.DateField().python_value)
@@ -90,6 +91,7 @@ def usage(*, tenant: Tenant, from_: date | None = None, to: date | None = None) 
             total(pw.fn.SUM(Call.cost_tts_idr), 0),
             total(pw.fn.SUM(Call.cost_telephony_idr), 0),
             total(pw.fn.SUM(pw.fn.COALESCE(Call.cost_other_idr, Call.ai_cost_idr)), 0),
+            total(pw.fn.SUM(Call.analysis_cost_idr), 0),
         )
         .where(
             (Call.tenant == tenant)
@@ -101,7 +103,7 @@ def usage(*, tenant: Tenant, from_: date | None = None, to: date | None = None) 
     )
     rows = cast(list[tuple[Any, ...]], list(query))
     found = {row[0]: [int(value) for value in row[1:]] for row in rows}
-    sums = [sum(values) for values in zip(*found.values(), strict=True)] or [0] * 9
+    sums = [sum(values) for values in zip(*found.values(), strict=True)] or [0] * 10
     days = [
         UsageDay(current, *found[current][:4]) if current in found else UsageDay(current)
         for current in (from_ + timedelta(days=n) for n in range((to - from_).days))
@@ -117,6 +119,7 @@ def usage(*, tenant: Tenant, from_: date | None = None, to: date | None = None) 
         answered_calls=sums[1],
         billed_minutes=sums[2],
         ai_cost_idr=sums[3],
-        cost_breakdown=dict(zip(COST_COMPONENTS, sums[4:], strict=True)),
+        cost_breakdown=dict(zip(COST_COMPONENTS, sums[4:9], strict=True)),
+        analysis_cost_idr=sums[9],
         days=days,
     )

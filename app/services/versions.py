@@ -122,6 +122,15 @@ class VersionStats:
     function_calls: int
     function_errors: int
     ai_cost_idr: int
+    analyzed_calls: int = 0  # whose analysis is done (a verdict, successful or not)
+    successful_calls: int = 0
+
+    @property
+    def success_rate(self) -> float | None:
+        """Successful calls over analysed ones; None when none was analysed."""
+        if not self.analyzed_calls:
+            return None
+        return round(self.successful_calls / self.analyzed_calls, 4)
 
     @property
     def answered_share(self) -> float:
@@ -146,7 +155,8 @@ def stats(
     version first; versions without calls in the range are left out.
 
     Two grouped reads over the (tenant, agent, started_at) index range of the agent's calls:
-    the calls, and their function calls by outcome.
+    the calls (with their analyses' verdicts: successful is set once an analysis is done),
+    and their function calls by outcome.
     """
     agent = agent_service.get_agent(tenant=tenant, agent_id=agent_id)
     if from_ is None:
@@ -161,6 +171,7 @@ def stats(
     )
     if to is not None:
         condition &= Call.started_at < to
+    successful = pw.Case(None, [(Call.successful == True, 1)], 0)  # noqa: E712 - SQL
     talk_time = pw.Case(None, [(Call.answered_at.is_null(False), Call.talk_time_seconds)], None)
     calls = (
         Call.select(
@@ -171,6 +182,8 @@ def stats(
             pw.fn.COALESCE(pw.fn.SUM(Call.billed_minutes), 0),
             pw.fn.COALESCE(pw.fn.SUM(Call.function_calls_count), 0),
             pw.fn.COALESCE(pw.fn.SUM(Call.ai_cost_idr), 0),
+            pw.fn.COUNT(Call.successful),
+            pw.fn.COALESCE(pw.fn.SUM(successful), 0),
         )
         .where(condition)
         .group_by(Call.agent_version)
@@ -185,7 +198,7 @@ def stats(
         .tuples()
     )
     failures = dict(cast(list[tuple[int, Any]], list(errors)))
-    rows = cast(list[tuple[int, int, int, Any, Any, Any, Any]], list(calls))
+    rows = cast(list[tuple[int, int, int, Any, Any, Any, Any, Any, Any]], list(calls))
     found = [
         VersionStats(
             version=version,
@@ -196,7 +209,19 @@ def stats(
             function_calls=int(function_calls),
             function_errors=int(failures.get(version) or 0),
             ai_cost_idr=int(cost),
+            analyzed_calls=int(analyzed),
+            successful_calls=int(succeeded),
         )
-        for version, count, answered, average, minutes, function_calls, cost in rows
+        for (
+            version,
+            count,
+            answered,
+            average,
+            minutes,
+            function_calls,
+            cost,
+            analyzed,
+            succeeded,
+        ) in rows
     ]
     return sorted(found, key=lambda row: row.version, reverse=True)

@@ -1,6 +1,6 @@
-"""An agent's tabs: Overview, Prompt, Functions, Calls and Versions, each a page of its own
-with its part of the agent, its forms returning to it, and another tenant's agent 404 on
-every one."""
+"""An agent's tabs: Overview, Prompt, Functions, Analysis, Calls and Versions, each a page of
+its own with its part of the agent, its forms returning to it, and another tenant's agent 404
+on every one."""
 
 import re
 import secrets
@@ -21,6 +21,7 @@ TABS = {
         "Functions",
         ['name="toolsEnabled"', "Tools are not functions", ">Add function</button>"],
     ),
+    "/analysis": ("Analysis", ['name="successCriteria"', 'id="analysis-preview"']),
     "/calls": ("Calls", ["Calls by version, last 30 days", ">Call a number</button>"]),
     "/versions": ("Versions", ['<th scope="col">What changed</th>']),
 }
@@ -211,6 +212,7 @@ def test_another_tenants_agent_is_404_on_every_tab(
         ("/prompt", {"systemPrompt": "Mine."}),
         ("/tools", {"toolsEnabled": "mine"}),
         ("/functions", {**FUNCTION, "form_id": "x"}),
+        ("/analysis", {"summary": "false"}),
         ("/call", {"phoneNumberId": number_id, "to": "+6281300000009"}),
     ]:
         response = signed_in.post(base + path, data={**form, "csrf_token": token})

@@ -18,6 +18,7 @@ AGENT_FIELDS = {
     "toolsEnabled",
     "isActive",
     "escalationNumber",
+    "analysisPlan",
     "version",
     "createdAt",
     "updatedAt",

@@ -27,6 +27,7 @@ LIST_FIELDS = {
     "aiCostIdr": int,
     "metadata": dict,
     "agentVersion": int,
+    "successful": type(None),  # the verdict of a done analysis; this call is not analysed
 }
 DETAIL_FIELDS = {
     **LIST_FIELDS,
@@ -38,6 +39,7 @@ DETAIL_FIELDS = {
     "recordingUrl": str,
     "costBreakdown": dict,
     "campaignId": str,
+    "analysis": dict,
 }
 RECORDING = "https://recordings.example.com/calls/7.wav"
 COSTS = {"llm": 700, "stt": 200, "tts": 250, "telephony": 50, "other": 0}
@@ -112,8 +114,9 @@ def test_detail_adds_answer_initiator_billing_and_function_calls(
     call = response.json
     assert list(call) == list(DETAIL_FIELDS)
     assert call["campaignId"] is None  # an inbound call
+    assert call["analysis"] is None  # a call without transcript turns is not analysed
     for name, kind in DETAIL_FIELDS.items():
-        if name != "campaignId":
+        if name not in ("campaignId", "analysis"):
             assert type(call[name]) is kind, name
     assert (call["hangupInitiator"], call["billedMinutes"], call["functionCalls"]) == (
         "caller",

@@ -71,6 +71,7 @@ def test_an_empty_tenant_has_zeros_and_its_limits(client, headers):
         "billedMinutes": 0,
         "aiCostIdr": 0,
         "costBreakdown": {"llm": 0, "stt": 0, "tts": 0, "telephony": 0, "other": 0},
+        "analysisCostIdr": 0,
         "days": [
             {"date": "2026-03-01", "calls": 0, "billedMinutes": 0, "aiCostIdr": 0},
             {"date": "2026-03-02", "calls": 0, "billedMinutes": 0, "aiCostIdr": 0},

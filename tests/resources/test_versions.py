@@ -77,6 +77,7 @@ def test_version_holds_the_agent_fields_and_functions_without_secrets(client, he
         "maxCallDurationMinutes": 10,
         "toolsEnabled": [],
         "escalationNumber": None,
+        "analysisPlan": {"summary": True, "fields": []},
     }
     assert whole["functions"] == [
         {

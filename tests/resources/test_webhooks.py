@@ -113,7 +113,7 @@ def test_create_unknown_event_names_the_allowed_ones(client, headers):
         "events": {
             "1": [
                 "Must be one of: call.started, call.answered, call.ended, call.transcript, "
-                "credits.low, function.called, campaign.completed."
+                "credits.low, function.called, campaign.completed, call.analyzed."
             ]
         }
     }

@@ -328,6 +328,9 @@ def test_stats_count_each_versions_calls(client, headers, runtime_headers, agent
                 "functionCalls": 0,
                 "functionErrorRate": None,
                 "aiCostIdr": 100,
+                "analyzedCalls": 0,
+                "successfulCalls": 0,
+                "successRate": None,
             },
             {
                 "version": 2,
@@ -339,6 +342,9 @@ def test_stats_count_each_versions_calls(client, headers, runtime_headers, agent
                 "functionCalls": 3,
                 "functionErrorRate": 0.3333,
                 "aiCostIdr": 1200,
+                "analyzedCalls": 0,
+                "successfulCalls": 0,
+                "successRate": None,
             },
         ]
     }

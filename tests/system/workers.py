@@ -95,6 +95,7 @@ POOL_SIZES = {
     "webhooks": "WEBHOOK_WORKERS",
     "webhooks_slow": "WEBHOOK_SLOW_WORKERS",
     "whatsapp": "WHATSAPP_WORKERS",
+    "analysis": "ANALYSIS_WORKERS",
 }
 
 

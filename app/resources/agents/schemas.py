@@ -7,6 +7,7 @@ which would overwrite the fields a PATCH leaves out), and a response carries eve
 
 from marshmallow import fields, validate
 
+from app.resources.analysis_plan import AnalysisPlanField, AnalysisPlanSchema
 from app.resources.common import Schema
 from app.resources.fields import StrictBoolean, StrictInteger, Timestamp, unique_items
 
@@ -67,6 +68,12 @@ class AgentCreateSchema(Schema):
         ),
         metadata={"description": "Number for human escalation (E.164), or null (the default)."},
     )
+    analysis_plan = AnalysisPlanField(
+        metadata={
+            "description": "What the analysis of each ended call extracts (DESIGN.md section "
+            '17); default {"summary": true, "fields": []}, a summary only.'
+        },
+    )
 
 
 class AgentUpdateSchema(AgentCreateSchema):
@@ -109,6 +116,11 @@ class AgentSchema(Schema):
         required=True,
         allow_none=True,
         metadata={"description": "Number for human escalation (E.164), or null."},
+    )
+    analysis_plan = fields.Nested(
+        AnalysisPlanSchema,
+        required=True,
+        metadata={"description": "What the analysis of each ended call extracts."},
     )
     version = fields.Integer(
         required=True,

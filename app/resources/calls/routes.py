@@ -6,6 +6,7 @@ from flask.views import MethodView
 from app.auth import current_actor, current_tenant
 from app.errors import ErrorSchema
 from app.resources.calls.schemas import (
+    CallAnalyzeSchema,
     CallCreateSchema,
     CallDetailSchema,
     CallListSchema,
@@ -13,6 +14,7 @@ from app.resources.calls.schemas import (
     CallTranscriptSchema,
 )
 from app.resources.common import TenantBlueprint
+from app.services.calls import analysis as call_analysis
 from app.services.calls import history as call_history
 from app.services.calls import outbound as outbound_calls
 
@@ -95,6 +97,30 @@ class CallCancel(MethodView):
         return outbound_calls.cancel_call(
             tenant=current_tenant(), actor=current_actor(), call_id=call_id
         )
+
+
+@blp.route("/<call_id>/analyze")
+class CallAnalyze(MethodView):
+    @blp.response(202, CallAnalyzeSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
+    @blp.alt_response(
+        409,
+        schema=ErrorSchema,
+        description="call_not_ended: the call has not ended; no_transcript: it has no "
+        "transcript turns to analyse.",
+    )
+    @blp.doc(operationId="analyzeCall")
+    def post(self, call_id):
+        """Analyse a call again
+
+        Runs the call's post-call analysis again with its agent version's analysisPlan (after
+        the plan changed, or a failed analysis): answered at once with the analysis pending;
+        GET /calls/:id shows the result, and call.analyzed is emitted when it is done.
+        """
+        call = call_analysis.reanalyze(
+            tenant=current_tenant(), actor=current_actor(), call_id=call_id
+        )
+        return {"call_id": call.id, "analysis": call.analysis}
 
 
 @blp.route("/<call_id>/transcript")

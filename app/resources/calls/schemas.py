@@ -6,7 +6,9 @@ from marshmallow import ValidationError, fields, validate, validates_schema
 
 from app.resources.agents.schemas import E164
 from app.resources.common import PageArgsSchema, PaginationSchema, Schema
+from app.resources.events.payloads import CallAnalysisSchema
 from app.resources.fields import MAX_INT32, DateOrTimestamp, PhoneNumberQuery, Timestamp
+from app.services.calls import analysis as call_analysis
 from app.services.calls.constants import (
     COST_COMPONENTS,
     DIRECTIONS,
@@ -131,6 +133,15 @@ class CallSchema(Schema):
             "versions."
         },
     )
+    successful = fields.Boolean(
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "The verdict of its post-call analysis: whether the call reached "
+            "its goal (the plan's successCriteria); null until an analysis is done, and for a "
+            "call not analysed. GET /calls?successful= filters by it."
+        },
+    )
 
 
 class CostBreakdownRecordSchema(Schema):
@@ -190,6 +201,21 @@ class CallDetailSchema(CallSchema):
         allow_none=True,
         metadata={"description": "cmp_… that placed it; null for a call of no campaign."},
     )
+    analysis = fields.Nested(
+        CallAnalysisSchema,
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "Its post-call analysis, with its agent version's analysisPlan; "
+            "null for a call that is not analysed (not ended, or no transcript turns)."
+        },
+    )
+
+    def get_attribute(self, obj: Any, attr: str, default: Any) -> Any:
+        # A call ended with turns whose job has not run yet shows a pending analysis.
+        if attr == "analysis":
+            return call_analysis.shown(obj)
+        return super().get_attribute(obj, attr, default)
 
 
 class CallCreateSchema(Schema):
@@ -288,8 +314,21 @@ class CallQueryArgsSchema(PageArgsSchema):
         validate=validate.OneOf(DIRECTIONS),
         metadata={"description": "inbound or outbound.", "enum": DIRECTIONS},
     )
+    successful = fields.Boolean(
+        metadata={
+            "description": "Only calls whose analysis judged them successful (true) or not "
+            "(false); calls not analysed are in neither."
+        }
+    )
 
     @validates_schema
     def version_of_an_agent(self, data: dict[str, Any], **kwargs: Any) -> None:
         if "agent_version" in data and "agent_id" not in data:
             raise ValidationError("A version is an agent's: send agentId with it.", "agentVersion")
+
+
+class CallAnalyzeSchema(Schema):
+    """The answer of POST /calls/:id/analyze: the analysis, pending until its job is done."""
+
+    call_id = fields.String(required=True, metadata={"description": "call_…"})
+    analysis = fields.Nested(CallAnalysisSchema, required=True)

@@ -16,6 +16,7 @@ from marshmallow_oneofschema import OneOfSchema
 
 from app.resources.common import Schema
 from app.resources.events.deliveries import DeliverySchema
+from app.services.calls.analysis import STATUSES as ANALYSIS_STATUSES
 from app.services.calls.constants import DIRECTIONS
 
 INTEGER_IDR = "IDR, a whole number."
@@ -210,6 +211,90 @@ class CampaignCompletedDataSchema(DataSchema):
     )
 
 
+class CallAnalysisSchema(DataSchema):
+    """A call's post-call analysis (DESIGN.md section 17)."""
+
+    status = fields.String(
+        required=True,
+        metadata={
+            "description": "pending (the job has not run yet), done, failed (reason says "
+            "why), or not_configured (the service has no Gemini key: nothing was asked).",
+            "enum": ANALYSIS_STATUSES,
+        },
+    )
+    summary = fields.String(
+        required=True,
+        allow_none=True,
+        metadata={"description": "A short summary of the call; null unless done and asked for."},
+    )
+    successful = fields.Boolean(
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "Whether the call reached its goal (the plan's successCriteria); "
+            "null unless done."
+        },
+    )
+    success_reason = fields.String(
+        required=True,
+        allow_none=True,
+        metadata={"description": "Why it is judged so, in a sentence; null unless done."},
+    )
+    fields_ = fields.Dict(
+        data_key="fields",
+        required=True,
+        metadata={
+            "description": "The plan's fields by name: text, a number, true or false, or one "
+            "of an enum's choices; null for an optional field the call did not say; {} unless "
+            "done."
+        },
+    )
+    plan_version = fields.Integer(
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "The agent's version whose analysisPlan was used: the one that "
+            "answered the call, or its latest when POST /calls/:id/analyze ran it again."
+        },
+    )
+    model = fields.String(
+        required=True, allow_none=True, metadata={"description": "The model that analysed it."}
+    )
+    analyzed_at = fields.String(
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "When the analysis ended (done or failed): ISO 8601 UTC with "
+            "milliseconds.",
+            "format": "date-time",
+        },
+    )
+    cost_idr = fields.Integer(
+        required=True,
+        metadata={
+            "description": "What the analysis requests cost, " + INTEGER_IDR + " Never billed "
+            "to you: usage shows it as analysisCostIdr."
+        },
+    )
+    reason = fields.String(
+        required=True,
+        allow_none=True,
+        metadata={"description": "Why it failed (null unless failed)."},
+    )
+
+
+class CallAnalyzedDataSchema(CallAnalysisSchema):
+    call_id = fields.String(required=True, metadata={"description": "call_…"})
+    agent_id = fields.String(
+        required=True, allow_none=True, metadata={"description": "agent_…: the call's agent."}
+    )
+    agent_version = fields.Integer(
+        required=True,
+        allow_none=True,
+        metadata={"description": "The version of the agent that answered the call."},
+    )
+
+
 # Every event by name: what it means, and the schema of its data.
 EVENT_DATA: dict[str, tuple[str, type[Schema]]] = {
     "call.started": ("An inbound call was received.", CallStartedDataSchema),
@@ -220,6 +305,10 @@ EVENT_DATA: dict[str, tuple[str, type[Schema]]] = {
     "function.called": ("The AI called one of the agent's functions.", FunctionCalledDataSchema),
     "webhook.test": ("A test for one webhook (POST /webhooks/:id/test).", WebhookTestDataSchema),
     "campaign.completed": ("Every contact of a campaign is done.", CampaignCompletedDataSchema),
+    "call.analyzed": (
+        "A call's post-call analysis is done or failed.",
+        CallAnalyzedDataSchema,
+    ),
 }
 
 

@@ -72,6 +72,13 @@ class UsageSchema(Schema):
             "in other, so the components add up to aiCostIdr."
         },
     )
+    analysis_cost_idr = fields.Integer(
+        required=True,
+        metadata={
+            "description": "What the post-call analyses of those calls cost, IDR (requests to "
+            "the analysis model; never billed, and not part of aiCostIdr)."
+        },
+    )
     days = fields.List(
         fields.Nested(UsageDaySchema),
         required=True,

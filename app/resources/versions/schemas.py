@@ -5,6 +5,7 @@ from typing import Any
 from marshmallow import fields
 
 from app.resources.agents.schemas import VOICES
+from app.resources.analysis_plan import AnalysisPlanSchema
 from app.resources.common import PageArgsSchema, PaginationSchema, Schema
 from app.resources.fields import DateOrTimestamp, Timestamp
 from app.resources.functions.schemas import FunctionDefinitionSchema
@@ -79,6 +80,11 @@ class VersionAgentSchema(Schema):
         allow_none=True,
         metadata={"description": "Number for human escalation (E.164), or null."},
     )
+    analysis_plan = fields.Nested(
+        AnalysisPlanSchema,
+        required=True,
+        metadata={"description": "What the analysis of its calls extracts."},
+    )
 
 
 class VersionSchema(Schema):
@@ -149,6 +155,22 @@ class VersionStatsSchema(Schema):
         },
     )
     ai_cost_idr = fields.Integer(required=True, metadata={"description": "AI cost in IDR."})
+    analyzed_calls = fields.Integer(
+        required=True,
+        metadata={"description": "Of those calls, the ones whose post-call analysis is done."},
+    )
+    successful_calls = fields.Integer(
+        required=True,
+        metadata={"description": "Of the analysed calls, the ones judged successful."},
+    )
+    success_rate = fields.Float(
+        required=True,
+        allow_none=True,
+        metadata={
+            "description": "successfulCalls / analyzedCalls, 0 to 1 (4 decimals); null when "
+            "none was analysed."
+        },
+    )
 
 
 class AgentStatsSchema(Schema):

@@ -78,6 +78,7 @@ LIST_COLUMNS = (
     Call.metadata,
     Call.billed_minutes,
     Call.agent_version,
+    Call.successful,
 )
 
 
@@ -108,11 +109,13 @@ def list_calls(
     phone_number_id: str | None = None,
     direction: str | None = None,
     caller_number: str | None = None,
+    successful: bool | None = None,
 ) -> Page:
     """Calls newest first, as dicts of CallSchema's fields. Unfiltered, total is the
     maintained count; filtered, it is bounded. caller_number: a number, or the start of
     numbers followed by * (a range of the (tenant, caller_number) index). agent_version
-    (a version of agent_id, given with it) leads the (tenant, agent, agent_version) index.
+    (a version of agent_id, given with it) leads the (tenant, agent, agent_version) index;
+    successful (the verdict of a done analysis) the (tenant, successful) one.
 
     Every combination of filters with the tenant leads an index of the call table.
     """
@@ -124,6 +127,7 @@ def list_calls(
         (phone_number_id, Call.phone_number == phone_number_id),
         (direction, Call.direction == direction),
         (caller_number, caller_number and _caller_condition(caller_number)),
+        (successful, Call.successful == successful),
         (from_, Call.started_at >= from_),
         (to, Call.started_at < to),
     ]

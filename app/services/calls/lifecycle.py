@@ -17,6 +17,7 @@ from app.errors import Conflict, NotFound, ValidationFailed
 from app.models import Call, CallTurn
 from app.services import billing, campaign_progress, events
 from app.services.calls import admission
+from app.services.calls import analysis as call_analysis
 from app.services.calls.constants import (
     COST_COMPONENTS,
     DURATION_ALLOWANCE_SECONDS,
@@ -242,6 +243,7 @@ def end_call(
             recording_url=recording_url,
             reservation_expires_at=None,  # the hold is released below
             **costs,
+            **call_analysis.end_values(now),
         )
         if metadata or ended_at:
             known = _runtime_call(call_id)
@@ -294,6 +296,7 @@ def end_call(
             tenant_id=call.tenant_id, call_id=call.id, minutes=minutes, held=call.reserved_minutes
         )
         campaign_progress.contact_done(call)
+    call_analysis.after_end(call)
     return call
 
 

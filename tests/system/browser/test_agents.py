@@ -208,7 +208,7 @@ def test_an_agents_tabs_are_pages_of_their_own(page, shot, signed_in, client, he
     open_agent(page, shot, "Reception")
     tabs = page.get_by_role("navigation", name="Agent")
     expect(tabs.get_by_role("link")).to_have_text(
-        ["Overview", "Prompt", "Functions", "Calls", "Versions"]
+        ["Overview", "Prompt", "Functions", "Analysis", "Calls", "Versions"]
     )
     expect(tabs.get_by_role("link", name="Overview")).to_have_attribute("aria-current", "page")
     # At 1,280 px the menu and the tab bar each hold one line.
@@ -218,6 +218,7 @@ def test_an_agents_tabs_are_pages_of_their_own(page, shot, signed_in, client, he
     for name, path, part in (
         ("Prompt", "/prompt", page.get_by_label("System prompt")),
         ("Functions", "/functions", page.get_by_role("heading", name="Tools enabled")),
+        ("Analysis", "/analysis", page.get_by_label("Success criteria")),
         ("Calls", "/calls", page.get_by_role("heading", name="Calls by version, last 30 days")),
         ("Versions", "/versions", page.get_by_role("link", name="Version 1", exact=True)),
         ("Overview", "", page.get_by_label("Max call duration (minutes)")),
