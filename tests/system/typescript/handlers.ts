@@ -35,6 +35,11 @@ export function describe(event: Event): string {
       const { completed, failed, total } = event.data.counts;
       return `${event.data.name} (${event.data.campaignId}) done at ${event.data.completedAt}: ${completed} completed, ${failed} failed of ${total}`;
     }
+    case "call.analyzed": {
+      const verdict: boolean | null = event.data.successful;
+      const fields: string = JSON.stringify(event.data.fields);
+      return `${event.data.callId} (${event.data.agentId} v${event.data.agentVersion}) analysed: ${event.data.status}, successful ${verdict}, ${fields}, IDR ${event.data.costIdr}`;
+    }
     default: {
       // Every event is handled above: a new one makes this assignment a type error.
       const unhandled: never = event;
