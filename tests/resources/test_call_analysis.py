@@ -216,6 +216,39 @@ def test_a_call_without_turns_is_not_analysed(
     assert fake_gemini.requests == []
 
 
+def test_a_call_its_runtime_lost_is_analysed_from_the_turns_it_has(
+    client, headers, runtime_headers, agent_id, did, fake_gemini
+):
+    """A call whose runtime never reported its end is closed by the hold sweep (runtime_lost);
+    the turns posted before are analysed like any ended call's."""
+    from datetime import timedelta
+
+    from app.services.calls import lifecycle
+    from app.util import utcnow
+
+    set_plan(client, headers, agent_id, PLAN)
+    call_id = start(client, runtime_headers, did).json["id"]
+    assert answer(client, runtime_headers, call_id).status_code == 200
+    posted = client.post(
+        f"{RUNTIME}/{call_id}/transcript", json={"turns": TURNS}, headers=runtime_headers
+    )
+    assert posted.status_code == 200, posted.json
+    Call.update(reservation_expires_at=utcnow() - timedelta(seconds=1)).where(
+        Call.id == call_id
+    ).execute()
+    assert lifecycle.release_lapsed_holds() == 1
+    analysis = analysed(client, headers, call_id)
+    assert analysis["status"] == "done" and set(analysis["fields"]) == {
+        "customerName",
+        "budget",
+        "wantsCallback",
+        "interest",
+    }
+    assert len(fake_gemini.requests) == 1
+    call = client.get(f"/api/v1/calls/{call_id}", headers=headers).json
+    assert (call["status"], call["hangupReason"]) == ("failed", "runtime_lost")
+
+
 def test_a_call_not_ended_cannot_be_analysed(client, headers, runtime_headers, did):
     call_id = start(client, runtime_headers, did).json["id"]
     response = client.post(f"/api/v1/calls/{call_id}/analyze", headers=headers)

@@ -305,8 +305,9 @@ def release_lapsed_holds(limit: int = 500) -> int:
     their end) as failed with hangupReason runtime_lost, charging nothing, and free their
     holds and concurrent-call slots; how many were closed.
 
-    Each closed call emits call.ended like any end. A late end for such a call answers 409
-    call_not_active (end_call), so a lost runtime never overdraws a tenant.
+    Each closed call emits call.ended like any end, and one with turns is analysed like any
+    other. A late end for such a call answers 409 call_not_active (end_call), so a lost
+    runtime never overdraws a tenant.
     """
     now = utcnow()
     with transaction():
@@ -332,10 +333,12 @@ def release_lapsed_holds(limit: int = 500) -> int:
                 hangup_reason=RUNTIME_LOST,
                 hangup_initiator="system",
                 reservation_expires_at=None,
+                **call_analysis.end_values(now),
             )
             if call is None:
                 continue
             closed.append(call)
+            call_analysis.after_end(call)
             holds.setdefault(call.tenant_id, []).append(call.reserved_minutes)
             events.emit(
                 tenant_id=call.tenant_id,
