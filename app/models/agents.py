@@ -1,5 +1,6 @@
 """Agents and their immutable versions."""
 
+import json
 from typing import Any, cast
 
 import peewee as pw
@@ -9,12 +10,13 @@ from app.models.fields import JSONField, id_field
 from app.models.tenants import Tenant
 from app.util import utcnow
 
-# An agent's analysis plan when none was given: a summary only (app.services.analysis).
+# An agent's analysis plan when none was given, a summary only (app.services.analysis): the
+# column's default in the database and, as a new dict each time, in Python.
 PLAN_SQL = '{"summary":true,"fields":[]}'
 
 
 def default_plan() -> dict[str, Any]:
-    return {"summary": True, "fields": []}
+    return cast(dict[str, Any], json.loads(PLAN_SQL))
 
 
 class Agent(BaseModel):

@@ -11,8 +11,9 @@ import re
 from typing import Any
 
 from app.errors import ValidationFailed
+from app.models.agents import default_plan
 
-DEFAULT_PLAN: dict[str, Any] = {"summary": True, "fields": []}
+DEFAULT_PLAN: dict[str, Any] = default_plan()
 FIELD_TYPES = ("string", "number", "boolean", "enum")
 MAX_FIELDS = 20
 MAX_CHOICES = 50
